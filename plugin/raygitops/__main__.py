@@ -1,0 +1,3 @@
+from raygitops.cli import main
+
+main()

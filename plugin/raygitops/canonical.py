@@ -1,0 +1,63 @@
+"""The canonical form of scheme h1 (DESIGN.md "Template hash").
+
+Two specs that Kubernetes and KubeRay treat the same must have the same canonical bytes:
+JSON with sorted keys; nulls, empty maps and empty lists dropped; resource quantities by
+value; rayStartParams values as strings; list order kept; ``raygitops.dev/*``
+annotations ignored.  Changing anything here changes every hash: that is a new scheme.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from raygitops import quantity
+
+ANNOTATION_PREFIX = "raygitops.dev/"
+_QUANTITY_MAPS = frozenset({"limits", "requests", "overhead", "capacity"})
+_QUANTITY_KEYS = frozenset({"sizeLimit"})
+
+
+def _scalar_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _quantities(mapping: dict) -> dict:
+    return {k: quantity.canonical(v) for k, v in mapping.items() if v is not None}
+
+
+def normalize(value: Any, key: str | None = None) -> Any:
+    """The canonical tree of ``value`` (found under ``key``); None means "drop me"."""
+    if isinstance(value, dict):
+        if key in _QUANTITY_MAPS:
+            out = _quantities(value)
+        elif key == "resources" and all(not isinstance(v, (dict, list)) for v in value.values()):
+            out = _quantities(value)  # a group's Ray resources map: {"CPU": "1", ...}
+        elif key == "rayStartParams":
+            out = {k: _scalar_str(v) for k, v in value.items() if v is not None}
+        else:
+            out = {}
+            for k, v in value.items():
+                if key == "annotations" and isinstance(k, str) and k.startswith(ANNOTATION_PREFIX):
+                    continue
+                v = normalize(v, k)
+                if v is not None:
+                    out[str(k)] = v
+        return out or None
+    if isinstance(value, list):
+        items = [normalize(v) for v in value]
+        items = [v for v in items if v is not None]
+        return items or None
+    if key in _QUANTITY_KEYS:
+        return quantity.canonical(value)
+    return value
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The bytes that get hashed."""
+    tree = normalize(value)
+    return json.dumps(
+        tree, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str
+    ).encode("utf-8")

@@ -1,0 +1,33 @@
+"""The one error type users see: a message tied to a file and line.
+
+Every failure on bad input surfaces as ``path:line: message`` on stderr and a non-zero exit;
+nothing else (no traceback, no partial stdout).
+"""
+
+from __future__ import annotations
+
+
+class RaygitopsError(Exception):
+    """A user-facing error, optionally located in a source file."""
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.path = path
+        self.line = line
+
+    def located(self, path: str | None = None, line: int | None = None) -> "RaygitopsError":
+        """Fill in a location the raiser did not know (keeps one already set)."""
+        if self.path is None:
+            self.path = path
+        if self.line is None:
+            self.line = line
+        return self
+
+    def __str__(self) -> str:
+        message = " ".join(self.message.split())  # always one line
+        if self.path is None:
+            return message
+        if self.line is None:
+            return f"{self.path}: {message}"
+        return f"{self.path}:{self.line}: {message}"

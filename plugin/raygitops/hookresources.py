@@ -1,0 +1,144 @@
+"""The PreSync hook objects render appends for a namespace (DESIGN.md "Hook resources").
+
+ServiceAccount, Role and RoleBinding (waves -3..-2), the plan ConfigMap (-1) and the Job (0),
+each an Argo CD PreSync hook deleted before it is created again.  Least privilege: the Role
+allows only what the recreate cycle does.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+from typing import Any
+
+from raygitops.plan import Plan
+from raygitops.settings import Settings
+
+NAME = "raygitops-presync"
+PLAN_CONFIGMAP = "raygitops-plan"
+PLAN_KEY = "plan.json"
+PLAN_MOUNT = "/plan"
+HOOK_UID = 999
+# Above this the plan is gzip'ed into binaryData: a ConfigMap holds at most 1 MiB.
+PLAN_COMPRESS_BYTES = 512 * 1024
+# The Job outlives the hook's own timeout by this much, so the hook reports before Kubernetes kills it.
+DEADLINE_MARGIN_SECONDS = 120
+
+RULES: list[dict[str, Any]] = [
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "delete"]},
+    {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
+]
+LABELS = {
+    "app.kubernetes.io/name": "raygitops",
+    "app.kubernetes.io/component": "presync-hook",
+    "app.kubernetes.io/managed-by": "raygitops",
+}
+
+
+def _meta(name: str, namespace: str, wave: int) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": namespace,
+        "labels": dict(LABELS),
+        "annotations": {
+            "argocd.argoproj.io/hook": "PreSync",
+            "argocd.argoproj.io/hook-delete-policy": "BeforeHookCreation",
+            "argocd.argoproj.io/sync-wave": str(wave),
+        },
+    }
+
+
+def _plan_configmap(plan: Plan, namespace: str) -> dict[str, Any]:
+    text = plan.dumps()
+    configmap: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _meta(PLAN_CONFIGMAP, namespace, -1),
+    }
+    if len(text.encode()) > PLAN_COMPRESS_BYTES:
+        packed = gzip.compress(text.encode(), mtime=0)
+        configmap["binaryData"] = {PLAN_KEY + ".gz": base64.b64encode(packed).decode()}
+    else:
+        configmap["data"] = {PLAN_KEY: text}
+    return configmap
+
+
+def _job(plan: Plan, namespace: str, settings: Settings) -> dict[str, Any]:
+    name = f"{NAME}-{plan.digest()}" if settings.hook_name_suffix else NAME
+    args = [
+        "presync",
+        "--plan", f"{PLAN_MOUNT}/{PLAN_KEY}",
+        "--timeout", str(settings.timeout_seconds),
+        "--drain-grace", str(settings.drain_grace_seconds),
+        "--max-parallel", str(settings.max_parallel),
+        "--wait-ready" if settings.wait_ready else "--no-wait-ready",
+        "--log-format", "json",
+    ]
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": _meta(name, namespace, 0),
+        "spec": {
+            "backoffLimit": 1,
+            "activeDeadlineSeconds": settings.timeout_seconds + DEADLINE_MARGIN_SECONDS,
+            "template": {
+                "metadata": {"labels": dict(LABELS)},
+                "spec": {
+                    "serviceAccountName": NAME,
+                    "restartPolicy": "Never",
+                    "securityContext": {
+                        "runAsNonRoot": True,
+                        "runAsUser": HOOK_UID,
+                        "runAsGroup": HOOK_UID,
+                        "seccompProfile": {"type": "RuntimeDefault"},
+                    },
+                    "containers": [
+                        {
+                            "name": "presync",
+                            "image": settings.hook_image,
+                            "command": ["raygitops"],
+                            "args": args,
+                            "env": [{"name": "PYTHONDONTWRITEBYTECODE", "value": "1"}],
+                            "securityContext": {
+                                "readOnlyRootFilesystem": True,
+                                "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["ALL"]},
+                            },
+                            "resources": {
+                                "requests": {"cpu": "50m", "memory": "128Mi"},
+                                "limits": {"memory": "256Mi"},
+                            },
+                            "volumeMounts": [
+                                {"name": "plan", "mountPath": PLAN_MOUNT, "readOnly": True}
+                            ],
+                        }
+                    ],
+                    "volumes": [{"name": "plan", "configMap": {"name": PLAN_CONFIGMAP}}],
+                },
+            },
+        },
+    }
+
+
+def hook_resources(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
+    """The five hook objects for ``plan.namespace``, in apply order."""
+    ns = plan.namespace
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, ns, -3)},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "Role",
+            "metadata": _meta(NAME, ns, -3),
+            "rules": [dict(rule) for rule in RULES],
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": _meta(NAME, ns, -2),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
+        },
+        _plan_configmap(plan, ns),
+        _job(plan, ns, settings),
+    ]

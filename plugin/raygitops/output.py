@@ -1,0 +1,96 @@
+"""Rendered objects out: a YAML stream, a JSON List, or one file per object (``--out DIR``).
+
+Everything is built in memory first; a directory is only touched once the render succeeded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from raygitops.errors import RaygitopsError
+from raygitops.yamlio import dump, dump_stream
+
+OUT_MARKER = ".raygitops-out"
+CLUSTER_SCOPED_DIR = "_cluster"
+CLUSTER_SCOPED_KINDS = frozenset(
+    {
+        "APIService", "CSIDriver", "CSINode", "ClusterIssuer", "ClusterRole",
+        "ClusterRoleBinding", "CustomResourceDefinition", "IngressClass",
+        "MutatingWebhookConfiguration", "Namespace", "Node", "PersistentVolume",
+        "PriorityClass", "RuntimeClass", "StorageClass", "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration",
+        "VolumeSnapshotClass",
+    }
+)
+
+
+def yaml_stream(objects: list[dict[str, Any]]) -> str:
+    return dump_stream(objects)
+
+
+def json_list(objects: list[dict[str, Any]]) -> str:
+    """A ``v1/List``: one JSON document kubectl and Argo CD both accept."""
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2, default=str) + "\n"
+
+
+def _file_names(objects: list[dict[str, Any]], default_namespace: str) -> list[str]:
+    """``<namespace>/<kind>-<name>.yaml``; the API group joins the kind only on a clash."""
+
+    def name(obj: dict[str, Any], qualified: bool) -> str:
+        meta = obj.get("metadata", {})
+        kind = obj["kind"].lower()
+        if qualified and "/" in obj["apiVersion"]:
+            kind = f"{kind}.{obj['apiVersion'].split('/')[0]}"
+        folder = CLUSTER_SCOPED_DIR if obj["kind"] in CLUSTER_SCOPED_KINDS else (
+            meta.get("namespace") or default_namespace)
+        return f"{folder}/{kind}-{meta.get('name') or meta.get('generateName')}.yaml"
+
+    plain = [name(o, False) for o in objects]
+    clashes = {n for n in plain if plain.count(n) > 1}
+    names = [name(o, True) if n in clashes else n for o, n in zip(objects, plain)]
+    dupes = {n for n in names if names.count(n) > 1}
+    if dupes:
+        raise RaygitopsError(f"two objects would be written to {sorted(dupes)[0]}")
+    return names
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return  # unchanged: keep the mtime, so rendered-manifest repos see no churn
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".yaml")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def write_out_dir(objects: list[dict[str, Any]], out_dir: str, default_namespace: str) -> list[str]:
+    """Write one file per object; remove files of objects no longer rendered.
+
+    Refuses a non-empty directory that raygitops did not make (it would delete files there).
+    """
+    root = Path(out_dir)
+    names = _file_names(objects, default_namespace)
+    texts = {n: dump(o) for n, o in zip(names, objects)}
+    if root.exists():
+        if not root.is_dir():
+            raise RaygitopsError("--out is not a directory", out_dir)
+        if any(root.iterdir()) and not (root / OUT_MARKER).is_file():
+            raise RaygitopsError(
+                f"--out directory is not empty and has no {OUT_MARKER} marker: "
+                "refusing to manage files raygitops did not write", out_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / OUT_MARKER).write_text("managed by raygitops render --out\n", encoding="utf-8")
+    for name, text in texts.items():
+        _write_atomic(root / name, text)
+    for stale in sorted(root.rglob("*.yaml")):
+        if stale.relative_to(root).as_posix() not in texts:
+            stale.unlink()
+    for folder in sorted((p for p in root.rglob("*") if p.is_dir()), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    return names

@@ -1,0 +1,78 @@
+"""One entry point from an app (directory, file or stdin) to a RenderResult.
+
+render, hash and diff all go through here, so the three agree on what an app renders to.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from raygitops.errors import RaygitopsError
+from raygitops.render import RenderResult, render_documents
+from raygitops.settings import (
+    Settings,
+    apply_overrides,
+    apply_parameters,
+    argocd_parameters,
+    default_namespace,
+    find_config,
+    load_config,
+)
+from raygitops.sources import read_app, read_text
+from raygitops.yamlio import Document, decode, load_documents
+
+STDIN = "-"
+
+
+def resolve_settings(
+    path: str, config: str | None, env: Mapping[str, str], overrides: Mapping[str, Any]
+) -> Settings:
+    """Defaults < app config file < Argo CD parameters < CLI flags."""
+    settings = Settings()
+    config_path: Path | None = Path(config) if config else None
+    if config_path is None and path != STDIN and Path(path).is_dir():
+        config_path = find_config(Path(path))
+    if config_path is not None:
+        if not config_path.is_file():
+            raise RaygitopsError("config file not found", str(config_path))
+        load_config(settings, config_path, str(config_path))
+    apply_parameters(settings, argocd_parameters(env))
+    apply_overrides(settings, **overrides)
+    return settings
+
+
+def read_documents(
+    path: str, settings: Settings, env: Mapping[str, str], cli_values: list[str],
+    stdin: Any = None,
+) -> list[Document]:
+    """Parse the documents of a directory, one file, or stdin (``-``)."""
+    if path == STDIN:
+        data = (stdin or sys.stdin.buffer).read()
+        return list(load_documents(decode(data, "<stdin>"), "<stdin>"))
+    target = Path(path)
+    if target.is_dir():
+        return read_app(target, path, settings, env, cli_values)
+    if target.is_file():
+        return list(load_documents(read_text(target.resolve().parent, target, path), path))
+    raise RaygitopsError("no such file or directory", path)
+
+
+def render_app(
+    path: str,
+    *,
+    cli_values: list[str] | None = None,
+    config: str | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    stdin: Any = None,
+) -> RenderResult:
+    """Render an app the way ``raygitops render`` does."""
+    env = os.environ if env is None else env
+    settings = resolve_settings(path, config, env, overrides or {})
+    documents = read_documents(path, settings, env, list(cli_values or []), stdin)
+    return render_documents(
+        documents, settings, default_namespace(settings, env), app=env.get("ARGOCD_APP_NAME")
+    )

@@ -1,0 +1,147 @@
+"""The plan: what render tells the PreSync hook, one per namespace (DESIGN.md "Hook resources").
+
+It lists every RayCluster of the app in the namespace with its strategy, desired hashes and
+desired pod-shaping spec.  Versioned JSON; the hook refuses a plan it does not understand.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raygitops import __version__
+from raygitops.errors import RaygitopsError
+from raygitops.hashing import SCHEME, GroupHashes, PodShapingSpec
+
+PLAN_API_VERSION = "raygitops.dev/v1"
+PLAN_KIND = "PresyncPlan"
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """One RayCluster as the app wants it."""
+
+    name: str
+    strategy: str
+    hashes: GroupHashes
+    pod_spec: PodShapingSpec
+    suspend: bool = False
+    owner: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "strategy": self.strategy,
+            "suspend": self.suspend,
+            "owner": self.owner,
+            "hashes": self.hashes.to_json(),
+            "podSpec": self.pod_spec.to_json(),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ClusterPlan":
+        return cls(
+            name=data["name"],
+            strategy=data["strategy"],
+            hashes=GroupHashes.from_json(data["hashes"]),
+            pod_spec=PodShapingSpec.from_json(data["podSpec"]),
+            suspend=bool(data.get("suspend", False)),
+            owner=data.get("owner"),
+        )
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    """How the hook runs; defaults for its CLI flags."""
+
+    drain_grace_seconds: int = 60
+    timeout_seconds: int = 900
+    max_parallel: int = 4
+    wait_ready: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "drainGraceSeconds": self.drain_grace_seconds,
+            "timeoutSeconds": self.timeout_seconds,
+            "maxParallel": self.max_parallel,
+            "waitReady": self.wait_ready,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "HookSettings":
+        return cls(
+            drain_grace_seconds=int(data.get("drainGraceSeconds", 60)),
+            timeout_seconds=int(data.get("timeoutSeconds", 900)),
+            max_parallel=int(data.get("maxParallel", 4)),
+            wait_ready=bool(data.get("waitReady", True)),
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Every RayCluster of one namespace of the app."""
+
+    namespace: str
+    clusters: list[ClusterPlan] = field(default_factory=list)
+    settings: HookSettings = field(default_factory=HookSettings)
+    app: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "apiVersion": PLAN_API_VERSION,
+            "kind": PLAN_KIND,
+            "scheme": SCHEME,
+            "generatedBy": f"raygitops {__version__}",
+            "app": self.app,
+            "namespace": self.namespace,
+            "settings": self.settings.to_json(),
+            "clusters": [c.to_json() for c in self.clusters],
+        }
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    def digest(self) -> str:
+        """Short content hash: names a Flux hook Job, which must change when the plan does."""
+        return hashlib.sha256(self.dumps().encode()).hexdigest()[:10]
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Plan":
+        if not isinstance(data, dict) or data.get("kind") != PLAN_KIND:
+            raise RaygitopsError(f"not a raygitops plan (kind {PLAN_KIND} expected)")
+        if data.get("apiVersion") != PLAN_API_VERSION:
+            raise RaygitopsError(
+                f"plan apiVersion {data.get('apiVersion')!r} is not {PLAN_API_VERSION}: "
+                "render and hook versions differ"
+            )
+        try:
+            return cls(
+                namespace=data["namespace"],
+                clusters=[ClusterPlan.from_json(c) for c in data.get("clusters") or []],
+                settings=HookSettings.from_json(data.get("settings") or {}),
+                app=data.get("app"),
+            )
+        except (KeyError, TypeError, ValueError) as err:
+            raise RaygitopsError(f"malformed plan: {type(err).__name__}: {err}") from None
+
+
+def load_plan(path: str) -> Plan:
+    """Read a plan file; ``plan.json.gz`` beside it is read when the ConfigMap had to
+    compress a large plan."""
+    candidates = [Path(path), Path(path + ".gz")]
+    for candidate in candidates:
+        if candidate.is_file():
+            raw = candidate.read_bytes()
+            if candidate.suffix == ".gz":
+                raw = gzip.decompress(raw)
+            try:
+                return Plan.from_json(json.loads(raw))
+            except json.JSONDecodeError as err:
+                raise RaygitopsError(f"plan is not JSON: {err.msg}", str(candidate), err.lineno) from None
+            except RaygitopsError as err:
+                raise err.located(str(candidate)) from None
+    raise RaygitopsError("plan file not found", path)

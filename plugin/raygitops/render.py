@@ -1,0 +1,176 @@
+"""Documents → manifests: hash every RayCluster, check opt-in, build plans, append hooks.
+
+Pure: takes parsed documents and settings, returns the rendered objects and what it learnt
+about each RayCluster (the preview reuses that).  Mutates the documents' objects in place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from raygitops import strategy
+from raygitops.errors import RaygitopsError
+from raygitops.hashing import (
+    HASH_ANNOTATION,
+    HASHES_ANNOTATION,
+    GroupHashes,
+    PodShapingSpec,
+    hash_spec,
+    pod_shaping_spec,
+)
+from raygitops.hookresources import hook_resources
+from raygitops.plan import ClusterPlan, HookSettings, Plan
+from raygitops.settings import Settings
+from raygitops.yamlio import Document
+
+
+@dataclass
+class RenderedCluster:
+    """A RayCluster after render, with what the hook and the preview need about it."""
+
+    namespace: str
+    name: str
+    plan: ClusterPlan
+    spec: dict[str, Any]
+    source: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass
+class RenderResult:
+    """Rendered objects (app documents first, in order; hooks last) and the clusters."""
+
+    objects: list[dict[str, Any]] = field(default_factory=list)
+    clusters: list[RenderedCluster] = field(default_factory=list)
+    plans: list[Plan] = field(default_factory=list)
+    # Where each app object came from ("path:line"), parallel to the first len(sources) objects.
+    sources: list[str] = field(default_factory=list)
+
+
+def is_raycluster(obj: dict[str, Any]) -> bool:
+    api = obj.get("apiVersion")
+    return obj.get("kind") == "RayCluster" and isinstance(api, str) and api.startswith("ray.io/")
+
+
+def _set_annotation(meta_holder: dict[str, Any], key: str, value: str) -> None:
+    meta = meta_holder.get("metadata")
+    if not isinstance(meta, dict):
+        meta = meta_holder["metadata"] = {}
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict):
+        annotations = meta["annotations"] = {}
+    annotations[key] = value
+
+
+def _stamp_template(group: dict[str, Any], value: str) -> None:
+    template = group.get("template")
+    if not isinstance(template, dict):
+        raise RaygitopsError(f"group {group.get('groupName', 'head')!r} has no pod template")
+    if "metadata" not in template:  # put metadata first, where people look for it
+        template = group["template"] = {"metadata": {}, **template}
+    _set_annotation(template, HASH_ANNOTATION, value)
+
+
+def _write_hashes(spec: dict[str, Any], hashes: GroupHashes) -> None:
+    """Stamp each group template: KubeRay copies template annotations onto its pods."""
+    _stamp_template(spec["headGroupSpec"], hashes.head)
+    for group in spec.get("workerGroupSpecs") or []:
+        _stamp_template(group, hashes.workers[group["groupName"]])
+
+
+def _check_object(doc: Document) -> tuple[str, str, str]:
+    obj = doc.obj
+    if not isinstance(obj, dict):
+        raise RaygitopsError(
+            f"document is a {type(obj).__name__}, not a Kubernetes object", doc.path, doc.line
+        )
+    api, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api, str) or not api or not isinstance(kind, str) or not kind:
+        raise RaygitopsError("document has no apiVersion and kind", doc.path, doc.line)
+    meta = obj.get("metadata", {})
+    if not isinstance(meta, dict):
+        raise RaygitopsError("metadata is not a mapping", doc.path, doc.line)
+    name = meta.get("name") or meta.get("generateName")
+    if not isinstance(name, str) or not name:
+        raise RaygitopsError(f"{kind} has no metadata.name", doc.path, doc.line)
+    namespace = meta.get("namespace")
+    if namespace is not None and not isinstance(namespace, str):
+        raise RaygitopsError("metadata.namespace is not a string", doc.path, doc.line)
+    return api.split("/")[0] if "/" in api else "", kind, name
+
+
+def _render_cluster(doc: Document, namespace: str, settings: Settings) -> RenderedCluster:
+    obj = doc.obj
+    if "name" not in obj["metadata"]:
+        raise RaygitopsError("RayCluster needs metadata.name (generateName cannot be tracked)")
+    spec = obj.get("spec")
+    shaping: PodShapingSpec = pod_shaping_spec(spec)  # validates the spec first
+    chosen = strategy.cluster_strategy(obj)
+    if not settings.keep_upgrade_strategy:
+        strategy.move_strategy_to_annotation(obj, chosen)
+    hashes = hash_spec(shaping)
+    _write_hashes(spec, hashes)
+    _set_annotation(obj, HASHES_ANNOTATION, hashes.annotation())
+    cluster = ClusterPlan(
+        name=obj["metadata"]["name"],
+        strategy=chosen,
+        hashes=hashes,
+        pod_spec=shaping,
+        suspend=spec.get("suspend") is True,
+        owner=strategy.cluster_owner(obj),
+    )
+    return RenderedCluster(namespace, cluster.name, cluster, spec, f"{doc.path}:{doc.line}")
+
+
+def render_documents(
+    documents: list[Document], settings: Settings, default_namespace: str, app: str | None = None
+) -> RenderResult:
+    """Render parsed documents; raises RaygitopsError located at the offending document."""
+    if not documents:
+        raise RaygitopsError("the app has no documents: refusing to render an empty stream "
+                             "(Argo CD would prune every resource)")
+    result = RenderResult()
+    seen: dict[tuple[str, str, str, str], str] = {}
+    for doc in documents:
+        group, kind, name = _check_object(doc)
+        obj = doc.obj
+        namespace = obj.get("metadata", {}).get("namespace") or default_namespace
+        identity = (group, kind, namespace, name)
+        where = f"{doc.path}:{doc.line}"
+        if identity in seen and "generateName" not in obj.get("metadata", {}):
+            raise RaygitopsError(
+                f"{kind} {namespace}/{name} is defined twice (first at {seen[identity]})",
+                doc.path, doc.line,
+            )
+        seen[identity] = where
+        try:
+            if is_raycluster(obj):
+                result.clusters.append(_render_cluster(doc, namespace, settings))
+            elif group == "ray.io" and kind in strategy.EMBEDDED_SPEC:
+                strategy.check_embedded_opt_in(obj)
+        except RaygitopsError as err:
+            raise err.located(doc.path, doc.line) from None
+        result.objects.append(obj)
+        result.sources.append(where)
+
+    hook = HookSettings(
+        drain_grace_seconds=settings.drain_grace_seconds,
+        timeout_seconds=settings.timeout_seconds,
+        max_parallel=settings.max_parallel,
+        wait_ready=settings.wait_ready,
+    )
+    namespaces = sorted({c.namespace for c in result.clusters if c.plan.strategy == strategy.RECREATE})
+    for ns in namespaces:
+        plan = Plan(
+            namespace=ns,
+            clusters=[c.plan for c in result.clusters if c.namespace == ns],
+            settings=hook,
+            app=app,
+        )
+        result.plans.append(plan)
+        result.objects.extend(hook_resources(plan, settings))
+    return result

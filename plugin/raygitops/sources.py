@@ -1,0 +1,166 @@
+"""Read an app: its manifest files, values and templates, into parsed documents.
+
+The app directory is the trust boundary: nothing outside it is read (symlinks included), and
+files are taken in a fixed order (sorted relative paths) so output is deterministic.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from raygitops.errors import RaygitopsError
+from raygitops.settings import CONFIG_NAMES, Settings, argocd_parameters
+from raygitops.yamlio import Document, decode, load_documents
+
+MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+TEMPLATE_SUFFIX = ".j2"
+MAX_FILE_BYTES = 32 * 1024 * 1024
+
+
+def _display(app_dir: Path, shown_as: str, path: Path) -> str:
+    rel = path.relative_to(app_dir).as_posix()
+    return rel if shown_as in ("", ".") else f"{shown_as.rstrip('/')}/{rel}"
+
+
+def _inside(root: Path, path: Path, display: str) -> Path:
+    resolved = path.resolve()
+    try:
+        resolved.relative_to(root)
+    except ValueError:
+        raise RaygitopsError("path leads outside the app directory", display) from None
+    return resolved
+
+
+def read_text(root: Path, path: Path, display: str) -> str:
+    """Read and decode one file inside ``root`` (size-bounded)."""
+    resolved = _inside(root, path, display)
+    if not resolved.is_file():
+        raise RaygitopsError("not a regular file", display)
+    if resolved.stat().st_size > MAX_FILE_BYTES:
+        raise RaygitopsError(f"file larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB", display)
+    return decode(resolved.read_bytes(), display)
+
+
+def is_values_file(rel: str) -> bool:
+    """Values files are never manifests: ``values*.yaml`` anywhere, or under ``values/``."""
+    parts = rel.split("/")
+    return parts[0] == "values" or fnmatch.fnmatch(parts[-1], "values*.y*ml")
+
+
+def app_files(app_dir: Path, skip: Iterable[Path], exclude: list[str]) -> list[Path]:
+    """Manifest and template files under ``app_dir``, sorted; hidden entries skipped."""
+    skipped = {p.resolve() for p in skip}
+    found: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(app_dir, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in filenames:
+            if name.startswith(".") or name in CONFIG_NAMES:
+                continue
+            if not (name.endswith(MANIFEST_SUFFIXES) or name.endswith(TEMPLATE_SUFFIX)):
+                continue
+            path = Path(dirpath) / name
+            rel = path.relative_to(app_dir).as_posix()
+            if is_values_file(rel):
+                continue
+            if any(fnmatch.fnmatch(rel, pattern) for pattern in exclude):
+                continue
+            if path.resolve() in skipped and not path.is_symlink():
+                continue
+            found.append(path)
+    return sorted(found, key=lambda p: p.relative_to(app_dir).as_posix())
+
+
+def _deep_merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _set_dotted(values: dict, dotted: str, value: str) -> dict:
+    head, _, rest = dotted.partition(".")
+    if not rest:
+        return {**values, head: value}
+    child = values.get(head)
+    return {**values, head: _set_dotted(child if isinstance(child, dict) else {}, rest, value)}
+
+
+def load_values(
+    files: list[tuple[Path, str]], overrides: Mapping[str, str], root: Path | None
+) -> dict[str, Any]:
+    """Merge values files in order (later wins, mappings merged deeply), then overrides."""
+    values: dict[str, Any] = {}
+    for path, display in files:
+        if root is not None:
+            text = read_text(root, path, display)
+        else:
+            try:
+                text = decode(path.read_bytes(), display)
+            except OSError as err:
+                raise RaygitopsError(f"cannot read values file: {err.strerror}", display) from None
+        for doc in load_documents(text, display):
+            if not isinstance(doc.obj, dict):
+                raise RaygitopsError("values file is not a mapping", display, doc.line)
+            values = _deep_merge(values, doc.obj)
+    for dotted, value in overrides.items():
+        values = _set_dotted(values, dotted, value)
+    return values
+
+
+def template_context(values: dict[str, Any], env: Mapping[str, str]) -> dict[str, Any]:
+    """What a template sees: the values at top level and under ``values``; Argo CD's
+    build environment under ``argocd`` (app_name, app_namespace, revision, …), ``env``
+    (ARGOCD_ENV_* without the prefix) and ``params`` (ARGOCD_APP_PARAMETERS by name)."""
+    argocd = {
+        key[len("ARGOCD_APP_"):].lower(): value
+        for key, value in env.items()
+        if key.startswith("ARGOCD_APP_") and key != "ARGOCD_APP_PARAMETERS"
+    }
+    for key in ("KUBE_VERSION", "KUBE_API_VERSIONS"):
+        if key in env:
+            argocd[key.lower()] = env[key]
+    params = {
+        p["name"]: p.get("string", p.get("array", p.get("map")))
+        for p in argocd_parameters(env)
+        if isinstance(p.get("name"), str)
+    }
+    env_vars = {k[len("ARGOCD_ENV_"):]: v for k, v in env.items() if k.startswith("ARGOCD_ENV_")}
+    return {**values, "values": values, "argocd": argocd, "env": env_vars, "params": params}
+
+
+def read_app(
+    app_dir: Path, shown_as: str, settings: Settings, env: Mapping[str, str],
+    cli_values: list[str],
+) -> list[Document]:
+    """Every document of an app directory, templates rendered, in file order."""
+    root = app_dir.resolve()
+    values_files = [
+        (_inside(root, app_dir / v, _display(app_dir, shown_as, app_dir / v)),
+         _display(app_dir, shown_as, app_dir / v))
+        for v in settings.values_files
+    ]
+    for v in cli_values:  # given on the command line by the user: trusted, any path
+        values_files.append((Path(v), v))
+    files = app_files(app_dir, [p for p, _ in values_files], settings.exclude)
+    renderer = None
+    documents: list[Document] = []
+    for path in files:
+        display = _display(app_dir, shown_as, path)
+        text = read_text(root, path, display)
+        if path.name.endswith(TEMPLATE_SUFFIX):
+            if renderer is None:
+                from raygitops.templating import TemplateRenderer
+
+                values = load_values(
+                    [(p, d) for p, d in values_files], settings.value_overrides, None
+                )
+                renderer = TemplateRenderer(root, template_context(values, env))
+            text = renderer.render(path, display)
+        documents.extend(load_documents(text, display))
+    return documents

@@ -1,0 +1,104 @@
+"""Opt-in: which RayClusters the hook may recreate (DESIGN.md "Opt-in").
+
+Pure functions over one parsed object; they return decisions and never touch I/O.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raygitops.errors import RaygitopsError
+
+STRATEGY_ANNOTATION = "raygitops.dev/upgrade-strategy"
+RECREATE = "Recreate"
+NONE = "None"
+STRATEGIES = (RECREATE, NONE)
+OWNER_KINDS = ("RayJob", "RayService")
+ORIGIN_LABEL = "ray.io/originated-from-crd"
+# Where RayJob and RayService embed a RayCluster spec.
+EMBEDDED_SPEC = {"RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}
+
+
+def _annotations(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return {}
+    annotations = meta.get("annotations")
+    return annotations if isinstance(annotations, dict) else {}
+
+
+def _spec_strategy(spec: Any) -> str | None:
+    if not isinstance(spec, dict):
+        return None
+    upgrade = spec.get("upgradeStrategy")
+    if upgrade is None:
+        return None
+    if not isinstance(upgrade, dict):
+        raise RaygitopsError("spec.upgradeStrategy is not a mapping")
+    value = upgrade.get("type")
+    if value is None:
+        return None
+    if value not in STRATEGIES:
+        raise RaygitopsError(f"spec.upgradeStrategy.type {value!r} is not Recreate or None")
+    return value
+
+
+def cluster_strategy(obj: dict[str, Any]) -> str:
+    """The strategy of a RayCluster: annotation or ``spec.upgradeStrategy``; None if unset."""
+    annotation = _annotations(obj).get(STRATEGY_ANNOTATION)
+    if annotation is not None and annotation not in STRATEGIES:
+        raise RaygitopsError(
+            f"annotation {STRATEGY_ANNOTATION}={annotation!r} is not Recreate or None"
+        )
+    field = _spec_strategy(obj.get("spec"))
+    if annotation is not None and field is not None and annotation != field:
+        raise RaygitopsError(
+            f"annotation {STRATEGY_ANNOTATION}={annotation} contradicts "
+            f"spec.upgradeStrategy.type={field}"
+        )
+    return annotation or field or NONE
+
+
+def move_strategy_to_annotation(obj: dict[str, Any], strategy: str) -> None:
+    """Operators older than KubeRay 1.6 reject or prune ``spec.upgradeStrategy``: carry the
+    strategy in the annotation instead (mutates ``obj``)."""
+    spec = obj["spec"]
+    if "upgradeStrategy" not in spec:
+        return
+    del spec["upgradeStrategy"]
+    meta = obj.setdefault("metadata", {})
+    annotations = meta.get("annotations")
+    if not isinstance(annotations, dict):
+        annotations = meta["annotations"] = {}
+    annotations[STRATEGY_ANNOTATION] = strategy
+
+
+def cluster_owner(obj: dict[str, Any]) -> str | None:
+    """``Kind/name`` of the RayJob or RayService owning a RayCluster manifest, if any."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    for ref in meta.get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("kind") in OWNER_KINDS:
+            return f"{ref['kind']}/{ref.get('name', '')}"
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    origin = labels.get(ORIGIN_LABEL)
+    if origin in OWNER_KINDS:
+        return f"{origin}/{labels.get('ray.io/originated-from-cr-name', '')}"
+    return None
+
+
+def check_embedded_opt_in(obj: dict[str, Any]) -> None:
+    """Opt-in inside a RayJob or RayService is an error: their clusters are the owner's to
+    manage (a RayJob suspend deletes its cluster; KubeRay rejects the field there)."""
+    kind = obj.get("kind")
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    embedded = spec.get(EMBEDDED_SPEC[kind]) if kind in EMBEDDED_SPEC else None
+    why = (
+        f"{kind} clusters are recreated by the {kind} itself; raygitops only recreates "
+        "standalone RayClusters"
+    )
+    if _annotations(obj).get(STRATEGY_ANNOTATION) == RECREATE:
+        raise RaygitopsError(f"{STRATEGY_ANNOTATION}: Recreate is not allowed on a {kind}: {why}")
+    if _spec_strategy(embedded) == RECREATE:
+        raise RaygitopsError(
+            f"spec.{EMBEDDED_SPEC[kind]}.upgradeStrategy.type: Recreate is not allowed: {why}"
+        )

@@ -1,0 +1,105 @@
+"""Jinja2 templates from untrusted repositories, rendered in the immutable sandbox.
+
+Undefined variables are errors, includes cannot leave the app directory (not by ``..``,
+not through a symlink), output is bounded, and every error names the template and line.
+Jinja2 is imported only when an app has templates.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+from pathlib import Path
+from typing import Any, Mapping
+
+from raygitops.errors import RaygitopsError
+
+MAX_OUTPUT_CHARS = 64 * 1024 * 1024
+
+
+def _within(root: Path, candidate: Path) -> bool:
+    try:
+        candidate.resolve().relative_to(root)
+    except ValueError:
+        return False
+    return True
+
+
+def _jinja_error_line(err: BaseException, filename: str) -> int | None:
+    """The template line of a runtime error (Jinja2 maps its frames to template lines)."""
+    line = getattr(err, "lineno", None)
+    if line:
+        return line
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        if frame.filename == filename:
+            return frame.lineno
+    return None
+
+
+class TemplateRenderer:
+    """Renders ``*.j2`` files of one app directory with one context."""
+
+    def __init__(self, root: Path, context: Mapping[str, Any]):
+        import jinja2
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        self._jinja2 = jinja2
+        self.root = root.resolve()
+        root_dir = self.root
+
+        class ConfinedLoader(jinja2.FileSystemLoader):
+            """FileSystemLoader that refuses files resolving outside the app directory."""
+
+            def get_source(self, environment, template):  # type: ignore[no-untyped-def]
+                source, filename, uptodate = super().get_source(environment, template)
+                if not _within(root_dir, Path(filename)):
+                    raise jinja2.TemplateNotFound(f"{template} (outside the app directory)")
+                return source, filename, uptodate
+
+        self.env = ImmutableSandboxedEnvironment(
+            loader=ConfinedLoader(str(self.root), followlinks=False),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            autoescape=False,
+        )
+        self.context = dict(context)
+
+    def render(self, path: Path, display: str) -> str:
+        """Render one template file (``path`` inside the root) to text."""
+        jinja2 = self._jinja2
+        name = path.resolve().relative_to(self.root).as_posix()
+        filename = str(path.resolve())
+        try:
+            template = self.env.get_template(name)
+            chunks: list[str] = []
+            size = 0
+            for chunk in template.generate(self.context):
+                size += len(chunk)
+                if size > MAX_OUTPUT_CHARS:
+                    raise RaygitopsError(
+                        f"template output exceeds {MAX_OUTPUT_CHARS // (1024 * 1024)} MiB"
+                    )
+                chunks.append(chunk)
+            return "".join(chunks)
+        except RaygitopsError as err:
+            raise err.located(display) from None
+        except jinja2.TemplateSyntaxError as err:
+            where = display
+            if err.filename and os.path.abspath(err.filename) != filename:
+                where = os.path.relpath(err.filename, self.root)
+            raise RaygitopsError(f"template syntax error: {err.message}", where, err.lineno) from None
+        except jinja2.TemplateNotFound as err:
+            raise RaygitopsError(f"template not found: {err.name}", display,
+                                 _jinja_error_line(err, filename)) from None
+        except jinja2.UndefinedError as err:
+            raise RaygitopsError(f"undefined template variable: {err.message}", display,
+                                 _jinja_error_line(err, filename)) from None
+        except jinja2.exceptions.SecurityError as err:
+            raise RaygitopsError(f"template blocked by the sandbox: {err}", display,
+                                 _jinja_error_line(err, filename)) from None
+        except RecursionError:
+            raise RaygitopsError("template recursion too deep", display) from None
+        except (jinja2.TemplateError, ArithmeticError, TypeError, ValueError, LookupError,
+                AttributeError, OverflowError, MemoryError) as err:
+            raise RaygitopsError(f"template error: {type(err).__name__}: {err}", display,
+                                 _jinja_error_line(err, filename)) from None

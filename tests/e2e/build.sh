@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# Build the e2e control plane from the Go module proxy (no Docker, no release downloads):
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, ray-operator, kwok
+# into ${RAYGITOPS_E2E_CACHE:-$HOME/.cache/raygitops-e2e}/<E2E_VERSIONS_KEY>/bin.
+# Versions come from versions.env (the only place they are pinned). Idempotent: a binary
+# whose stamp file exists is not rebuilt, so a warm run takes a second.
+# Per-component build times: <cache>/build-times.log; build output: <cache>/logs/<name>.log.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+
+command -v go >/dev/null || PATH=/usr/local/go/bin:$PATH
+command -v go >/dev/null || { echo "build.sh: Go toolchain not found (need go >= 1.24)" >&2; exit 1; }
+
+cache=${RAYGITOPS_E2E_CACHE:-$HOME/.cache/raygitops-e2e}/$E2E_VERSIONS_KEY
+bin=$cache/bin src=$cache/src stamps=$cache/stamps logs=$cache/logs
+mkdir -p "$bin" "$src" "$stamps" "$logs"
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false} -p=2"
+
+# step NAME VERSION FUNCTION: run FUNCTION unless the stamp for NAME@VERSION exists.
+step() {
+  local name=$1 version=$2 fn=$3 start=$SECONDS
+  if [[ -f $stamps/$name && $(<"$stamps/$name") == "$version" ]]; then
+    echo "build.sh: $name $version up to date"; return 0
+  fi
+  echo "build.sh: building $name $version (log: $logs/$name.log)"
+  if ! ("$fn" >"$logs/$name.log" 2>&1); then
+    echo "build.sh: $name FAILED; last lines of $logs/$name.log:" >&2
+    tail -n 25 "$logs/$name.log" >&2
+    return 1
+  fi
+  echo "$(date -u +%FT%TZ) $name $version $((SECONDS - start))s" | tee -a "$cache/build-times.log"
+  echo "$version" >"$stamps/$name"
+}
+
+# --- etcd: its server/go.mod replaces its siblings, so build it from a throwaway module.
+build_etcd() {
+  mkdir -p "$src/etcd" && cd "$src/etcd"
+  [[ -f go.mod ]] || go mod init local/etcdbuild
+  go get -tool "go.etcd.io/etcd/server/v3@$ETCD_VERSION"
+  go build -trimpath -ldflags "-s -w" -o "$bin/etcd" go.etcd.io/etcd/server/v3
+}
+
+# --- Kubernetes: k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them
+# with ./staging/...; replaces only count in the main module, so a throwaway module replaces
+# every required staging module with its release (v1.X.Y <-> v0.X.Y).
+build_kube_module() {
+  mkdir -p "$src/kubernetes" && cd "$src/kubernetes"
+  local gomod
+  gomod=$(go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/^\s*"GoMod": "\(.*\)",$/\1/p')
+  {
+    echo "module local/kubebuild"
+    echo "go 1.24.0"
+    echo "godebug default=go1.24"  # as upstream's go.mod
+    echo "replace ("
+    awk '$2 == "v0.0.0" && $1 ~ /^k8s\.io\// {print "\t" $1 " => " $1 " '"$KUBERNETES_STAGING_VERSION"'"}' "$gomod"
+    echo ")"
+  } >go.mod
+  go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@$KUBERNETES_VERSION" \
+    "k8s.io/kubernetes/cmd/kube-controller-manager@$KUBERNETES_VERSION" \
+    "k8s.io/kubernetes/cmd/kube-scheduler@$KUBERNETES_VERSION" \
+    "k8s.io/kubernetes/cmd/kubectl@$KUBERNETES_VERSION"
+}
+
+kube_ldflags() {  # so that `--version` / `kubectl version` tell the truth
+  local v=${KUBERNETES_VERSION#v} kv f="-s -w"
+  local built
+  built=$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$(go env GOMODCACHE)/cache/download/k8s.io/kubernetes/@v/$KUBERNETES_VERSION.info")
+  for kv in "gitVersion=$KUBERNETES_VERSION" "gitMajor=${v%%.*}" "gitMinor=$(cut -d. -f2 <<<"$v")" \
+            gitTreeState=clean "buildDate=$built"; do
+    f="$f -X k8s.io/component-base/version.$kv -X k8s.io/client-go/pkg/version.$kv"
+  done
+  echo "$f"
+}
+
+kube_build() {  # kube_build CMD
+  cd "$src/kubernetes"
+  go build -trimpath -ldflags "$(kube_ldflags)" -o "$bin/$1" "k8s.io/kubernetes/cmd/$1"
+}
+build_kube_apiserver() { kube_build kube-apiserver; }
+build_kubectl() { kube_build kubectl; }
+build_kube_controller_manager() { kube_build kube-controller-manager; }
+build_kube_scheduler() { kube_build kube-scheduler; }
+
+# --- ray-operator and kwok: no replace directives, every dependency is served by the proxy
+# (checked with `go mod download MOD@VER`), so `go install pkg@version` works.
+build_ray_operator() {
+  GOBIN=$bin go install -trimpath -ldflags "-s -w" "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION"
+}
+build_kwok() {
+  GOBIN=$bin go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+}
+
+# Two lanes: the Kubernetes binaries share one module and the build cache; the others
+# download and compile meanwhile. Essentials first in each lane.
+kube_lane() {
+  step kube-module "$KUBERNETES_VERSION" build_kube_module
+  step kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver
+  step kubectl "$KUBERNETES_VERSION" build_kubectl
+  step kube-controller-manager "$KUBERNETES_VERSION" build_kube_controller_manager
+  step kube-scheduler "$KUBERNETES_VERSION" build_kube_scheduler
+}
+other_lane() {
+  step etcd "$ETCD_VERSION" build_etcd
+  step ray-operator "$KUBERAY_VERSION" build_ray_operator
+  step kwok "$KWOK_VERSION" build_kwok
+}
+
+start=$SECONDS
+kube_lane & kube_pid=$!
+other_lane & other_pid=$!
+status=0
+wait "$kube_pid" || status=1
+wait "$other_pid" || status=1
+echo "build.sh: done in $((SECONDS - start))s, status $status; binaries in $bin"
+exit "$status"

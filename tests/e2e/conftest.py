@@ -1,0 +1,91 @@
+"""Fixtures for the e2e suite: a real control plane (see controlplane.py for the API).
+
+- `control_plane` (session): started once, stopped at the end (process groups, no orphans).
+- `namespace` (function): a fresh unique namespace, deleted after the test.
+- Every test collected under tests/e2e gets `pytest.mark.e2e`.
+- Missing binaries: all e2e tests are skipped with one reason (one `-ra` line, also in the
+  header); with RAYGITOPS_REQUIRE_E2E=1 they fail instead.
+- A failing test gets a "control plane logs" report section with each component's log tail.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import controlplane  # noqa: E402
+
+E2E_DIR = Path(__file__).resolve().parent
+REQUIRE = os.environ.get("RAYGITOPS_REQUIRE_E2E") == "1"
+
+_plane: controlplane.ControlPlane | None = None
+_unavailable: str | None = None
+try:
+    controlplane.locate_binaries()
+except controlplane.Unavailable as exc:
+    _unavailable = str(exc)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: end-to-end test against a local control plane (tests/e2e/build.sh)")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"e2e: binaries in {controlplane.cache_dir() / 'bin'}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if E2E_DIR in Path(str(item.fspath)).resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+            if _unavailable and not REQUIRE:
+                item.add_marker(pytest.mark.skip(reason=_unavailable))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and _unavailable and isinstance(report.longrepr, tuple):
+        # one location for the whole suite, so that `-ra` prints ONE line
+        report.longrepr = (str(Path(__file__).relative_to(Path.cwd(), walk_up=False))
+                           if Path.cwd() in Path(__file__).parents else __file__, 1, f"Skipped: {_unavailable}")
+    if report.failed and _plane is not None and "control_plane" in getattr(item, "fixturenames", ()):
+        report.sections.append(("control plane logs", _plane.logs(tail=40)))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _e2e_binaries() -> None:
+    """With RAYGITOPS_REQUIRE_E2E=1, missing binaries fail every e2e test (instead of a skip)."""
+    if _unavailable:
+        pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {_unavailable}", pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def control_plane(_e2e_binaries) -> controlplane.ControlPlane:
+    global _plane
+    plane = controlplane.ControlPlane()
+    try:
+        plane.start()
+    except Exception:
+        print(plane.logs(tail=80), file=sys.stderr)
+        plane.cleanup()
+        raise
+    _plane = plane
+    try:
+        yield plane
+    finally:
+        _plane = None
+        plane.cleanup()
+
+
+@pytest.fixture
+def namespace(control_plane: controlplane.ControlPlane) -> str:
+    name = control_plane.create_namespace(controlplane.unique_name("e2e"))
+    yield name
+    control_plane.delete_namespace(name, wait=False)

@@ -1,0 +1,541 @@
+"""A real, local Kubernetes control plane with the KubeRay operator, for e2e tests.
+
+Binaries come from ``tests/e2e/build.sh`` (built from the Go module proxy into
+``${RAYGITOPS_E2E_CACHE:-~/.cache/raygitops-e2e}/<E2E_VERSIONS_KEY>/bin``; versions in
+``tests/e2e/versions.env``). Nothing is mocked: etcd, kube-apiserver (TLS, client-cert
+auth, RBAC, ServiceAccount admission, TokenRequest), kube-controller-manager (garbage
+collection, namespace deletion, ServiceAccounts), kube-scheduler and kwok (fake nodes, so
+pods become Running/Ready) when built, and the KubeRay operator with its CRDs. Every
+component listens on free loopback ports and lives in a temp dir; all run in their own
+process groups and are stopped at the end of the session.
+
+Fixtures (tests/e2e/conftest.py)
+--------------------------------
+``control_plane`` (session) -> :class:`ControlPlane`; ``namespace`` (function) -> a fresh,
+unique namespace name (created, default ServiceAccount present; deleted afterwards).
+All tests under tests/e2e carry ``pytest.mark.e2e``. Without binaries every e2e test is
+skipped with one reason; with ``RAYGITOPS_REQUIRE_E2E=1`` they fail instead.
+
+ControlPlane API
+----------------
+``.kubeconfig``      path of an admin kubeconfig (client cert CN=admin, O=system:masters;
+                     certs embedded; server cert SANs 127.0.0.1 and localhost), usable by
+                     kubectl and by the ``kubernetes`` Python client (``config.load_kube_config``).
+``.server``          ``https://127.0.0.1:<port>``
+``.bin_dir``         directory of the built binaries (kubectl, etcd, ...)
+``.env``             os.environ + KUBECONFIG + PATH starting with bin_dir (for subprocesses,
+                     e.g. running ``raygitops presync``)
+``.versions``        dict of versions.env
+``.kubectl(*args, input=None, check=True, timeout=60)`` -> CompletedProcess (text)
+``.kubectl_json(*args)``  -> parsed ``-o json`` output
+``.apply(obj_or_yaml, namespace=None)``  server-side apply of a dict / list / YAML text
+``.get(kind, name, namespace)`` -> dict or None
+``.wait_for(predicate, timeout=60, interval=0.5, message="")`` -> the predicate's truthy
+                     value; raises TimeoutError (with message and last value) otherwise
+``.create_namespace(name)`` / ``.delete_namespace(name, wait=False)``
+``.create_service_account(name, namespace)``; ``.create_token(sa, namespace, duration="1h")``
+``.has(component)``  whether e.g. "kwok" / "kube-scheduler" runs
+``.stop_operator()`` / ``.start_operator()`` / ``.operator_running``
+``.logs(component=None, tail=60)`` -> str (tail of one or all component logs)
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import ipaddress
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import yaml
+
+E2E_DIR = Path(__file__).resolve().parent
+REPO_ROOT = E2E_DIR.parents[1]
+VERSIONS_FILE = E2E_DIR / "versions.env"
+
+REQUIRED = ("etcd", "kube-apiserver", "kubectl", "ray-operator", "kube-controller-manager")
+OPTIONAL = ("kube-scheduler", "kwok")
+KWOK_NODES = 3
+
+
+class Unavailable(Exception):
+    """The control plane cannot run here (missing Go or binaries); the message says why."""
+
+
+# ----------------------------------------------------------------------------- locating
+
+
+def load_versions(path: Path = VERSIONS_FILE) -> dict[str, str]:
+    """The variables of versions.env, evaluated by bash exactly as build.sh sees them."""
+    names = [
+        line.split("=", 1)[0]
+        for line in path.read_text().splitlines()
+        if "=" in line and not line.lstrip().startswith("#")
+    ]
+    script = 'source "$0"; for n in "$@"; do printf "%s\\0" "${!n}"; done'
+    out = subprocess.run(
+        ["bash", "-c", script, str(path), *names], check=True, capture_output=True, text=True
+    ).stdout
+    return dict(zip(names, out.split("\0")))
+
+
+def cache_dir(versions: dict[str, str] | None = None) -> Path:
+    versions = versions or load_versions()
+    base = os.environ.get("RAYGITOPS_E2E_CACHE") or Path.home() / ".cache" / "raygitops-e2e"
+    return Path(base) / versions["E2E_VERSIONS_KEY"]
+
+
+def locate_binaries() -> Path:
+    """The bin dir holding every REQUIRED binary, else raise Unavailable."""
+    bin_dir = cache_dir() / "bin"
+    missing = [b for b in REQUIRED if not os.access(bin_dir / b, os.X_OK)]
+    if missing:
+        go = shutil.which("go") or (
+            "/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None
+        )
+        hint = "run `bash tests/e2e/build.sh`" if go else "no Go toolchain to build them"
+        raise Unavailable(f"e2e control plane binaries missing in {bin_dir} ({', '.join(missing)}): {hint}")
+    return bin_dir
+
+
+def shared_dir() -> Path | None:
+    """/work/shared style reference material: $RAYGITOPS_SHARED or <repo>/../shared."""
+    path = Path(os.environ.get("RAYGITOPS_SHARED") or REPO_ROOT.parent / "shared")
+    return path if path.is_dir() else None
+
+
+def kuberay_crd_dir(versions: dict[str, str]) -> Path:
+    """CRDs of the operator module (GOMODCACHE), else the shared fallback copy."""
+    version = versions["KUBERAY_VERSION"]
+    gomodcache = os.environ.get("GOMODCACHE") or str(Path.home() / "go" / "pkg" / "mod")
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    if os.access(go, os.X_OK):
+        res = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True)
+        gomodcache = res.stdout.strip() or gomodcache
+    candidates = [
+        Path(gomodcache) / f"github.com/ray-project/kuberay/ray-operator@{version}/config/crd/bases",
+    ]
+    shared = shared_dir()
+    if shared:
+        candidates.append(shared / "crds" / f"kuberay-{version}")
+    for c in candidates:
+        if c.is_dir() and list(c.glob("*.yaml")):
+            return c
+    raise Unavailable(f"KubeRay {version} CRDs not found in {', '.join(map(str, candidates))}")
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 60, interval: float = 0.5, message: str = "") -> Any:
+    """Poll predicate until it returns something truthy; return that, or raise TimeoutError."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while True:
+        try:
+            last = predicate()
+        except Exception as exc:  # keep polling through transient errors, report the last one
+            last = exc
+        else:
+            if last:
+                return last
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {message or predicate}; last: {last!r}")
+        time.sleep(interval)
+
+
+class PKI:
+    """CA, apiserver serving cert, admin client cert and the ServiceAccount signing key,
+    generated with the `cryptography` package."""
+
+    def __init__(self, directory: Path):
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec, rsa
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+        self.dir = directory
+        directory.mkdir(parents=True, exist_ok=True)
+        now = datetime.datetime.now(datetime.timezone.utc)
+        valid = dict(not_valid_before=now - datetime.timedelta(hours=1), not_valid_after=now + datetime.timedelta(days=2))
+
+        def name(cn: str, org: str | None = None) -> x509.Name:
+            attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
+            if org:
+                attrs.append(x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
+            return x509.Name(attrs)
+
+        def write(stem: str, key, cert=None) -> None:
+            (directory / f"{stem}.key").write_bytes(
+                key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+            )
+            if cert is not None:
+                (directory / f"{stem}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+        ca_key = ec.generate_private_key(ec.SECP256R1())
+        ca_name = name("raygitops-e2e-ca")
+        ca_cert = (
+            x509.CertificateBuilder(subject_name=ca_name, issuer_name=ca_name, public_key=ca_key.public_key(),
+                                    serial_number=x509.random_serial_number(), **valid)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                                         key_encipherment=False, data_encipherment=False, key_agreement=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .sign(ca_key, hashes.SHA256())
+        )
+        write("ca", ca_key, ca_cert)
+
+        def leaf(stem: str, subject: x509.Name, usage, sans=None) -> None:
+            key = ec.generate_private_key(ec.SECP256R1())
+            builder = (
+                x509.CertificateBuilder(subject_name=subject, issuer_name=ca_name, public_key=key.public_key(),
+                                        serial_number=x509.random_serial_number(), **valid)
+                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            )
+            if sans:
+                builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+            write(stem, key, builder.sign(ca_key, hashes.SHA256()))
+
+        leaf("apiserver", name("kube-apiserver"), ExtendedKeyUsageOID.SERVER_AUTH, [
+            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+            x509.IPAddress(ipaddress.ip_address("10.0.0.1")),  # the `kubernetes` Service
+            x509.DNSName("localhost"), x509.DNSName("kubernetes"), x509.DNSName("kubernetes.default"),
+            x509.DNSName("kubernetes.default.svc"), x509.DNSName("kubernetes.default.svc.cluster.local"),
+        ])
+        leaf("admin", name("admin", "system:masters"), ExtendedKeyUsageOID.CLIENT_AUTH)
+
+        sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        write("sa", sa_key)
+        (directory / "sa.pub").write_bytes(
+            sa_key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        )
+
+    def path(self, name: str) -> str:
+        return str(self.dir / name)
+
+    def b64(self, name: str) -> str:
+        return base64.b64encode((self.dir / name).read_bytes()).decode()
+
+
+class Component:
+    """One process in its own process group, output to <workdir>/logs/<name>.log."""
+
+    def __init__(self, name: str, argv: list[str], log_dir: Path, env: dict[str, str] | None = None):
+        self.name, self.argv, self.env = name, argv, env
+        self.log_path = log_dir / f"{name}.log"
+        self.proc: subprocess.Popen | None = None
+        self.log_offset = 0
+
+    def start(self) -> None:
+        log = open(self.log_path, "ab")
+        self.log_offset = log.tell()  # where this run's output begins
+        log.write(f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n".encode())
+        log.flush()
+        self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=self.env, start_new_session=True)
+        log.close()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def check_alive(self) -> None:
+        if self.proc is not None and self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.tail(30)}")
+
+    def stop(self, timeout: float = 10) -> None:
+        if self.proc is None:
+            return
+        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5)):
+            try:
+                os.killpg(self.proc.pid, sig)  # the whole group: no orphans
+            except ProcessLookupError:
+                break
+            try:
+                self.proc.wait(wait)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        self.proc = None
+
+    def output(self) -> str:
+        """Everything the current (latest) run has logged so far."""
+        with open(self.log_path, "rb") as f:
+            f.seek(self.log_offset)
+            return f.read().decode(errors="replace")
+
+    def tail(self, lines: int = 60) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return "(no log)"
+
+
+# ----------------------------------------------------------------------------- control plane
+
+
+class ControlPlane:
+    def __init__(self, bin_dir: Path | None = None, workdir: Path | None = None):
+        self.versions = load_versions()
+        self.bin_dir = bin_dir or locate_binaries()
+        self._own_workdir = workdir is None
+        self.workdir = workdir or Path(tempfile.mkdtemp(prefix="raygitops-e2e-"))
+        self.log_dir = self.workdir / "logs"
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.kubeconfig = str(self.workdir / "admin.kubeconfig")
+        self.components: dict[str, Component] = {}
+        self.server = ""
+        self.env = dict(os.environ, KUBECONFIG=self.kubeconfig,
+                        PATH=f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+    # --- lifecycle
+
+    def start(self) -> "ControlPlane":
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        t0 = time.monotonic()
+        self.pki = PKI(self.workdir / "pki")
+        self._start_etcd()
+        self._start_apiserver()
+        self._write_kubeconfig()
+        self._install_crds()
+        self._run("kube-controller-manager", [
+            "--kubeconfig", self.kubeconfig, "--authentication-kubeconfig", self.kubeconfig,
+            "--authorization-kubeconfig", self.kubeconfig, "--leader-elect=false",
+            "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            f"--cert-dir={self.workdir / 'kcm-certs'}",
+            f"--service-account-private-key-file={self.pki.path('sa.key')}",
+            f"--root-ca-file={self.pki.path('ca.crt')}",
+            "--use-service-account-credentials=false", "--controllers=*",
+            "--concurrent-gc-syncs=5", "--concurrent-namespace-syncs=5",
+        ])
+        if self._built("kube-scheduler"):
+            self._run("kube-scheduler", [
+                "--kubeconfig", self.kubeconfig, "--authentication-kubeconfig", self.kubeconfig,
+                "--authorization-kubeconfig", self.kubeconfig, "--leader-elect=false",
+                "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+                f"--cert-dir={self.workdir / 'scheduler-certs'}",
+            ])
+        if self._built("kwok"):
+            self._start_kwok()
+        self.start_operator()
+        wait_for(lambda: self._serviceaccount_exists("default", "default"), timeout=60,
+                 message="the default ServiceAccount (kube-controller-manager)")
+        self.startup_seconds = time.monotonic() - t0
+
+    def stop(self) -> None:
+        for name in reversed(list(self.components)):
+            self.components[name].stop()
+
+    def cleanup(self) -> None:
+        self.stop()
+        if self._own_workdir and not os.environ.get("RAYGITOPS_E2E_KEEP"):
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _built(self, name: str) -> bool:
+        return os.access(self.bin_dir / name, os.X_OK)
+
+    def has(self, component: str) -> bool:
+        c = self.components.get(component)
+        return bool(c and c.running)
+
+    def _run(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Component:
+        comp = self.components.get(name)
+        if comp is None:
+            comp = self.components[name] = Component(name, [str(self.bin_dir / name), *args], self.log_dir, env)
+        comp.start()
+        return comp
+
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        etcd = self._run("etcd", [
+            f"--data-dir={self.workdir / 'etcd'}", "--name=default",
+            f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
+            f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+            f"--initial-cluster=default=http://127.0.0.1:{peer}",
+            "--unsafe-no-fsync=true", "--log-level=warn",
+        ])
+
+        def healthy() -> bool:
+            etcd.check_alive()
+            with urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2) as r:
+                return json.load(r).get("health") == "true"
+
+        wait_for(healthy, timeout=30, interval=0.2, message="etcd /health")
+
+    def _start_apiserver(self) -> None:
+        port = free_port()
+        self.server = f"https://127.0.0.1:{port}"
+        p = self.pki.path
+        api = self._run("kube-apiserver", [
+            f"--etcd-servers={self.etcd_url}",
+            "--advertise-address=127.0.0.1", "--bind-address=127.0.0.1", f"--secure-port={port}",
+            f"--cert-dir={self.workdir / 'apiserver-certs'}",
+            f"--tls-cert-file={p('apiserver.crt')}", f"--tls-private-key-file={p('apiserver.key')}",
+            f"--client-ca-file={p('ca.crt')}",
+            "--authorization-mode=RBAC",
+            "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={p('sa.pub')}", f"--service-account-signing-key-file={p('sa.key')}",
+            "--endpoint-reconciler-type=none", "--profiling=false",
+        ])
+        ctx = ssl.create_default_context(cafile=p("ca.crt"))
+        ctx.load_cert_chain(p("admin.crt"), p("admin.key"))
+
+        def ready() -> bool:
+            api.check_alive()
+            with urllib.request.urlopen(f"{self.server}/readyz", context=ctx, timeout=5) as r:
+                return r.status == 200
+
+        wait_for(ready, timeout=90, interval=0.5, message="kube-apiserver /readyz")
+
+    def _write_kubeconfig(self) -> None:
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "e2e",
+            "clusters": [{"name": "e2e", "cluster": {"server": self.server,
+                                                      "certificate-authority-data": self.pki.b64("ca.crt")}}],
+            "users": [{"name": "admin", "user": {"client-certificate-data": self.pki.b64("admin.crt"),
+                                                 "client-key-data": self.pki.b64("admin.key")}}],
+            "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}],
+        }
+        Path(self.kubeconfig).write_text(yaml.safe_dump(config))
+        os.chmod(self.kubeconfig, 0o600)
+
+    def _install_crds(self) -> None:
+        crd_dir = kuberay_crd_dir(self.versions)
+        self.crd_source = crd_dir
+        self.kubectl("create", "-f", str(crd_dir), timeout=120)
+        names = [yaml.safe_load(f.read_text())["metadata"]["name"] for f in sorted(crd_dir.glob("*.yaml"))]
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in names], timeout=90)
+
+    def _start_kwok(self) -> None:
+        home = self.workdir / "kwok-home"  # kwok reads ~/.kwok/kwok.yaml: keep the user's out
+        home.mkdir(exist_ok=True)
+        self._run("kwok", ["--kubeconfig", self.kubeconfig, "--manage-all-nodes=true", "--cidr=10.244.0.0/16",
+                           "--node-ip=127.0.0.1"], env=dict(os.environ, HOME=str(home)))
+        for i in range(KWOK_NODES):
+            self.apply({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": f"kwok-node-{i}", "labels": {"type": "kwok", "kubernetes.io/hostname": f"kwok-node-{i}"},
+                             "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+                "spec": {},
+            })
+
+        def nodes_ready() -> bool:
+            self.components["kwok"].check_alive()
+            nodes = self.kubectl_json("get", "nodes")["items"]
+            return len(nodes) == KWOK_NODES and all(
+                any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
+                for n in nodes)
+
+        wait_for(nodes_ready, timeout=60, message="kwok nodes Ready")
+
+    # --- operator
+
+    def start_operator(self) -> None:
+        if self.has("ray-operator"):
+            return
+        op = self._run("ray-operator", [
+            f"-kubeconfig={self.kubeconfig}", "-enable-leader-election=false",
+            "-metrics-addr=0", "-health-probe-bind-address=0", "-log-stdout-encoder=console",
+        ], env={k: v for k, v in self.env.items() if k != "ENABLE_WEBHOOKS"})
+        # The manager logs "Starting workers" per controller once its caches have synced.
+        wait_for(lambda: op.check_alive() or "Starting workers" in op.output(), timeout=60,
+                 message="ray-operator controllers started")
+
+    def stop_operator(self) -> None:
+        if "ray-operator" in self.components:
+            self.components["ray-operator"].stop()
+
+    @property
+    def operator_running(self) -> bool:
+        return self.has("ray-operator")
+
+    # --- API helpers
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        argv = [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args]
+        res = subprocess.run(argv, input=input, capture_output=True, text=True, env=self.env, timeout=timeout)
+        if check and res.returncode != 0:
+            raise subprocess.CalledProcessError(res.returncode, argv, res.stdout, res.stderr)
+        return res
+
+    def kubectl_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl(*args, "-o", "json").stdout)
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> dict | None:
+        ns = ["-n", namespace] if namespace else []
+        res = self.kubectl("get", kind, name, *ns, "-o", "json", check=False)
+        if res.returncode != 0:
+            if "NotFound" in res.stderr:
+                return None
+            raise subprocess.CalledProcessError(res.returncode, res.args, res.stdout, res.stderr)
+        return json.loads(res.stdout)
+
+    def apply(self, obj: dict | list | str, namespace: str | None = None) -> subprocess.CompletedProcess:
+        """Server-side apply (field manager raygitops-e2e) of a dict, a list of dicts or YAML text."""
+        if isinstance(obj, dict):
+            text = json.dumps(obj)
+        elif isinstance(obj, list):
+            text = yaml.safe_dump_all(obj)
+        else:
+            text = obj
+        ns = ["-n", namespace] if namespace else []
+        return self.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=raygitops-e2e",
+                            *ns, "-f", "-", input=text)
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 60, interval: float = 0.5, message: str = "") -> Any:
+        return wait_for(predicate, timeout=timeout, interval=interval, message=message)
+
+    def _serviceaccount_exists(self, name: str, namespace: str) -> bool:
+        return self.get("serviceaccount", name, namespace) is not None
+
+    def create_namespace(self, name: str) -> str:
+        """Create a namespace and wait until its default ServiceAccount exists (pods need it)."""
+        self.kubectl("create", "namespace", name)
+        wait_for(lambda: self._serviceaccount_exists("default", name), timeout=30,
+                 message=f"ServiceAccount {name}/default")
+        return name
+
+    def delete_namespace(self, name: str, wait: bool = False) -> None:
+        self.kubectl("delete", "namespace", name, f"--wait={str(wait).lower()}", "--ignore-not-found", timeout=120)
+
+    def create_service_account(self, name: str, namespace: str) -> None:
+        self.kubectl("create", "serviceaccount", name, "-n", namespace)
+
+    def create_token(self, service_account: str, namespace: str, duration: str = "1h") -> str:
+        """A bound token from the TokenRequest API (`kubectl create token`)."""
+        return self.kubectl("create", "token", service_account, "-n", namespace, f"--duration={duration}").stdout.strip()
+
+    def logs(self, component: str | None = None, tail: int = 60) -> str:
+        names: Iterable[str] = [component] if component else self.components
+        return "\n".join(f"----- {n} (tail {tail}) -----\n{self.components[n].tail(tail)}" for n in names)
+
+
+def unique_name(prefix: str = "e2e") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,74 @@
+"""The fixture's own guarantees that later e2e tests build on."""
+
+from __future__ import annotations
+
+import json
+import ssl
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from controlplane import ControlPlane, unique_name
+
+pytestmark = pytest.mark.e2e
+
+
+def test_binaries_report_pinned_versions(control_plane: ControlPlane):
+    v = control_plane.versions
+    client = json.loads(control_plane.kubectl("version", "-o", "json").stdout)
+    assert client["clientVersion"]["gitVersion"] == v["KUBERNETES_VERSION"]
+    assert client["serverVersion"]["gitVersion"] == v["KUBERNETES_VERSION"]
+    # the built kubectl is first on PATH of .env
+    assert control_plane.env["PATH"].split(":")[0] == str(control_plane.bin_dir)
+
+
+def _get(cp: ControlPlane, path: str, token: str) -> int:
+    ctx = ssl.create_default_context(cafile=str(cp.pki.dir / "ca.crt"))
+    req = urllib.request.Request(cp.server + path, headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=10) as r:
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_serviceaccount_token_is_authenticated_and_rbac_enforced(control_plane, namespace):
+    cp = control_plane
+    cp.create_service_account("hook", namespace)
+    token = cp.create_token("hook", namespace)
+    path = f"/api/v1/namespaces/{namespace}/pods"
+    assert _get(cp, path, token) == 403  # authenticated, not authorized
+    cp.kubectl("create", "role", "pods", "-n", namespace, "--verb=list", "--resource=pods")
+    cp.kubectl("create", "rolebinding", "pods", "-n", namespace, "--role=pods", f"--serviceaccount={namespace}:hook")
+    cp.wait_for(lambda: _get(cp, path, token) == 200, timeout=10, message="RoleBinding takes effect")
+    assert _get(cp, path, "not-a-token") == 401
+
+
+def test_stopped_operator_creates_no_pods_until_restarted(control_plane, namespace):
+    cp = control_plane
+    cluster = {
+        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "paused"},
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+            {"name": "ray-head", "image": "rayproject/ray:2.9.0"}]}}}},
+    }
+    cp.stop_operator()
+    try:
+        assert not cp.operator_running
+        cp.apply(cluster, namespace)
+        time.sleep(3)
+        assert cp.kubectl_json("get", "pods", "-n", namespace)["items"] == []
+    finally:
+        cp.start_operator()
+    assert cp.operator_running
+    cp.wait_for(lambda: cp.kubectl_json("get", "pods", "-n", namespace, "-l", "ray.io/cluster=paused")["items"],
+                timeout=60, message="head pod after operator restart")
+
+
+def test_namespace_deletion_garbage_collects(control_plane):
+    cp = control_plane
+    ns = cp.create_namespace(unique_name("e2e-gc"))
+    cp.kubectl("create", "configmap", "x", "-n", ns, "--from-literal=a=b")
+    cp.delete_namespace(ns, wait=True)
+    assert cp.get("namespace", ns) is None
