@@ -114,6 +114,9 @@ def _render_cluster(doc: Document, namespace: str, settings: Settings) -> Render
         strategy.move_strategy_to_annotation(obj, chosen)
     hashes = hash_spec(shaping)
     _write_hashes(spec, hashes)
+    # The plan carries the stamped templates: the hook's resume patch writes them, and pods
+    # created right after it must already carry their hash.
+    shaping = pod_shaping_spec(spec)
     _set_annotation(obj, HASHES_ANNOTATION, hashes.annotation())
     cluster = ClusterPlan(
         name=obj["metadata"]["name"],

@@ -125,7 +125,7 @@ def _apply_mapping(
             continue
         if key not in keys:
             known = ", ".join(sorted([*keys, *(["hook"] if prefix == "" else [])]))
-            raise RaygitopsError(f"unknown setting {prefix}{key!r} (known: {known})", path, line)
+            raise RaygitopsError(f"unknown setting '{prefix}{key}' (known: {known})", path, line)
         attr, convert = keys[key]
         value = yaml.load(yaml.serialize(value_node), Loader=yaml.SafeLoader)
         try:

@@ -118,7 +118,7 @@ def template_context(values: dict[str, Any], env: Mapping[str, str]) -> dict[str
     build environment under ``argocd`` (app_name, app_namespace, revision, …), ``env``
     (ARGOCD_ENV_* without the prefix) and ``params`` (ARGOCD_APP_PARAMETERS by name)."""
     argocd = {
-        key[len("ARGOCD_APP_"):].lower(): value
+        key[len("ARGOCD_"):].lower(): value
         for key, value in env.items()
         if key.startswith("ARGOCD_APP_") and key != "ARGOCD_APP_PARAMETERS"
     }

@@ -1,0 +1,219 @@
+"""Render: hashes written, opt-in, RayJob/RayService rules, plans and hook resources."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from raygitops.errors import RaygitopsError
+from raygitops.hashing import HASH_ANNOTATION, HASHES_ANNOTATION
+from raygitops.hookresources import RULES
+from raygitops.pipeline import render_app
+
+CLUSTER = """\
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: {name}
+{meta}spec:
+{spec}  headGroupSpec:
+    template:
+      spec:
+        containers: [{{name: head, image: "rayproject/ray:2.41.0"}}]
+  workerGroupSpecs:
+  - groupName: w
+    replicas: 2
+    minReplicas: 0
+    maxReplicas: 4
+    template:
+      spec:
+        containers: [{{name: w, image: "rayproject/ray:2.41.0"}}]
+"""
+
+
+def cluster(name: str = "c", meta: str = "", spec: str = "") -> str:
+    return CLUSTER.format(name=name, meta=meta, spec=spec)
+
+
+RECREATE = "  annotations: {raygitops.dev/upgrade-strategy: Recreate}\n"
+
+
+def write(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return tmp_path
+
+
+def render(tmp_path: Path, files: dict[str, str], **kw):
+    return render_app(str(write(tmp_path, files)), env={}, **kw)
+
+
+def kinds(result) -> list[str]:
+    return [o["kind"] for o in result.objects]
+
+
+def test_hashes_are_written_to_templates_and_cluster(tmp_path: Path) -> None:
+    result = render(tmp_path, {"c.yaml": cluster()})
+    obj = result.objects[0]
+    hashes = json.loads(obj["metadata"]["annotations"][HASHES_ANNOTATION])
+    head = obj["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION]
+    worker = obj["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"][HASH_ANNOTATION]
+    assert hashes == {"head": head, "workers": {"w": worker}}
+    assert head.startswith("h1-") and len(head) == 19 and head != worker
+
+
+def test_without_opt_in_hashes_but_no_hooks(tmp_path: Path) -> None:
+    result = render(tmp_path, {"c.yaml": cluster()})
+    assert kinds(result) == ["RayCluster"]
+    assert result.plans == []
+    assert result.clusters[0].plan.strategy == "None"
+
+
+def test_opt_in_by_annotation_appends_hooks_in_waves(tmp_path: Path) -> None:
+    result = render(tmp_path, {"c.yaml": cluster(meta=RECREATE)})
+    assert kinds(result) == ["RayCluster", "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Job"]
+    waves = [o["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] for o in result.objects[1:]]
+    assert waves == ["-3", "-3", "-2", "-1", "0"]
+    for hook in result.objects[1:]:
+        annotations = hook["metadata"]["annotations"]
+        assert annotations["argocd.argoproj.io/hook"] == "PreSync"
+        assert annotations["argocd.argoproj.io/hook-delete-policy"] == "BeforeHookCreation"
+        assert hook["metadata"]["namespace"] == "default"
+
+
+def test_opt_in_by_spec_field_moves_to_annotation_unless_kept(tmp_path: Path) -> None:
+    text = cluster(spec="  upgradeStrategy: {type: Recreate}\n")
+    moved = render(tmp_path / "a", {"c.yaml": text}).objects[0]
+    assert "upgradeStrategy" not in moved["spec"]
+    assert moved["metadata"]["annotations"]["raygitops.dev/upgrade-strategy"] == "Recreate"
+    kept = render(tmp_path / "b", {"c.yaml": text}, overrides={"keep_upgrade_strategy": True}).objects[0]
+    assert kept["spec"]["upgradeStrategy"] == {"type": "Recreate"}
+    assert "Job" in kinds(render(tmp_path / "c", {"c.yaml": text}))
+
+
+def test_hook_rbac_is_least_privilege_and_job_is_locked_down(tmp_path: Path) -> None:
+    result = render(tmp_path, {"c.yaml": cluster(meta=RECREATE)})
+    role = next(o for o in result.objects if o["kind"] == "Role")
+    assert role["rules"] == RULES
+    verbs = {(r["apiGroups"][0], res, v) for r in role["rules"] for res in r["resources"] for v in r["verbs"]}
+    assert verbs == {
+        ("ray.io", "rayclusters", v) for v in ("get", "list", "watch", "patch")
+    } | {("", "pods", v) for v in ("list", "watch", "delete")} | {("", "events", "create")}
+    job = next(o for o in result.objects if o["kind"] == "Job")
+    pod = job["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert job["spec"]["backoffLimit"] >= 0 and job["spec"]["activeDeadlineSeconds"] > 900
+    assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["args"][:3] == ["presync", "--plan", "/plan/plan.json"]
+    assert pod["serviceAccountName"] == "raygitops-presync"
+
+
+def test_plan_lists_every_cluster_of_the_namespace(tmp_path: Path) -> None:
+    files = {
+        "a.yaml": cluster("a", meta=RECREATE),
+        "b.yaml": cluster("b"),
+        "c.yaml": cluster("c", meta="  namespace: other\n"),
+    }
+    result = render(tmp_path, files)
+    assert [p.namespace for p in result.plans] == ["default"]
+    configmap = next(o for o in result.objects if o["kind"] == "ConfigMap")
+    plan = json.loads(configmap["data"]["plan.json"])
+    assert plan["kind"] == "PresyncPlan" and plan["namespace"] == "default"
+    assert [(c["name"], c["strategy"]) for c in plan["clusters"]] == [("a", "Recreate"), ("b", "None")]
+    a = plan["clusters"][0]
+    assert a["hashes"] == json.loads(result.objects[0]["metadata"]["annotations"][HASHES_ANNOTATION])
+    assert "replicas" not in a["podSpec"]["workers"]["w"]
+    stamped = a["podSpec"]["workers"]["w"]["template"]["metadata"]["annotations"]
+    assert stamped == {"raygitops.dev/template-hash": a["hashes"]["workers"]["w"]}
+    assert a["podSpec"]["head"]["template"]["spec"]["containers"][0]["image"] == "rayproject/ray:2.41.0"
+
+
+def test_hooks_per_namespace(tmp_path: Path) -> None:
+    files = {
+        "a.yaml": cluster("a", meta=RECREATE + "  namespace: one\n"),
+        "b.yaml": cluster("b", meta=RECREATE + "  namespace: two\n"),
+    }
+    result = render(tmp_path, files)
+    assert [p.namespace for p in result.plans] == ["one", "two"]
+    jobs = [o["metadata"]["namespace"] for o in result.objects if o["kind"] == "Job"]
+    assert jobs == ["one", "two"]
+
+
+def test_default_namespace_comes_from_setting_then_argocd(tmp_path: Path) -> None:
+    app = write(tmp_path, {"c.yaml": cluster(meta=RECREATE)})
+    via_env = render_app(str(app), env={"ARGOCD_APP_NAMESPACE": "ray"})
+    assert via_env.plans[0].namespace == "ray"
+    via_flag = render_app(str(app), env={"ARGOCD_APP_NAMESPACE": "ray"}, overrides={"namespace": "x"})
+    assert via_flag.plans[0].namespace == "x"
+
+
+def test_other_documents_pass_through_unchanged_and_in_order(tmp_path: Path) -> None:
+    cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: z}\ndata: {b: '1', a: '2'}\n"
+    result = render(tmp_path, {"1.yaml": cm + "---\n" + cluster(), "2.yaml": cm.replace("name: z", "name: y")})
+    assert kinds(result) == ["ConfigMap", "RayCluster", "ConfigMap"]
+    assert result.objects[0] == {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "z"},
+                                 "data": {"b": "1", "a": "2"}}
+    assert list(result.objects[0]["data"]) == ["b", "a"]
+
+
+@pytest.mark.parametrize("kind,field", [("RayJob", "rayClusterSpec"), ("RayService", "rayClusterConfig")])
+def test_opt_in_inside_rayjob_or_rayservice_is_an_error(tmp_path: Path, kind: str, field: str) -> None:
+    text = f"""\
+    apiVersion: ray.io/v1
+    kind: {kind}
+    metadata: {{name: j}}
+    spec:
+      {field}:
+        upgradeStrategy: {{type: Recreate}}
+        headGroupSpec: {{template: {{}}}}
+    """
+    with pytest.raises(RaygitopsError, match=f"not allowed.*{kind}") as err:
+        render(tmp_path, {"j.yaml": text})
+    assert (err.value.path, err.value.line) == (f"{tmp_path}/j.yaml", 1)
+
+
+def test_rayjob_without_opt_in_passes_through(tmp_path: Path) -> None:
+    text = "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: j}\nspec: {entrypoint: x}\n"
+    assert kinds(render(tmp_path, {"j.yaml": text})) == ["RayJob"]
+
+
+def test_owned_cluster_is_marked_in_the_plan(tmp_path: Path) -> None:
+    meta = RECREATE + "  labels: {ray.io/originated-from-crd: RayJob, ray.io/originated-from-cr-name: j}\n"
+    result = render(tmp_path, {"c.yaml": cluster(meta=meta)})
+    assert result.clusters[0].plan.owner == "RayJob/j"
+
+
+def test_conflicting_opt_in_is_an_error(tmp_path: Path) -> None:
+    text = cluster(meta="  annotations: {raygitops.dev/upgrade-strategy: None}\n",
+                   spec="  upgradeStrategy: {type: Recreate}\n")
+    with pytest.raises(RaygitopsError, match="contradicts"):
+        render(tmp_path, {"c.yaml": text})
+
+
+def test_render_is_idempotent(tmp_path: Path) -> None:
+    from raygitops.output import yaml_stream
+
+    first = yaml_stream(render(tmp_path / "a", {"c.yaml": cluster(meta=RECREATE)}).objects)
+    again = render(tmp_path / "b", {"c.yaml": first.split("\n---\napiVersion: v1\nkind: ServiceAccount")[0]})
+    assert yaml_stream(again.objects) == first
+
+
+def test_large_plans_are_compressed(tmp_path: Path) -> None:
+    import base64
+    import gzip
+
+    env = "\n".join(f"          - {{name: VAR_{i}, value: '{'x' * 200}'}}" for i in range(3000))
+    text = cluster(meta=RECREATE).replace(
+        'containers: [{name: head, image: "rayproject/ray:2.41.0"}]',
+        'containers:\n        - name: head\n          image: ray\n          env:\n' + env)
+    result = render(tmp_path, {"c.yaml": text})
+    configmap = next(o for o in result.objects if o["kind"] == "ConfigMap")
+    packed = configmap["binaryData"]["plan.json.gz"]
+    assert json.loads(gzip.decompress(base64.b64decode(packed)))["clusters"][0]["name"] == "c"

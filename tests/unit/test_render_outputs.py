@@ -1,0 +1,125 @@
+"""Output modes and inputs: stdin, JSON, --out DIR, Jinja2 values and Argo CD environment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from raygitops.cli import main
+from raygitops.pipeline import render_app
+from test_render import RECREATE, cluster, write
+
+CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {a: '1'}\n"
+
+
+def invoke(args, stdin=None, env=None):
+    result = CliRunner().invoke(main, args, input=stdin, env=env)
+    assert result.exit_code == 0, result.stderr
+    return result.stdout
+
+
+def test_stdin_stream_like_a_post_renderer() -> None:
+    out = invoke(["render", "-"], stdin=cluster(meta=RECREATE) + "---\n" + CM)
+    docs = list(yaml.safe_load_all(out))
+    assert [d["kind"] for d in docs] == ["RayCluster", "ConfigMap", "ServiceAccount", "Role",
+                                         "RoleBinding", "ConfigMap", "Job"]
+
+
+def test_json_format_is_a_list(tmp_path: Path) -> None:
+    root = write(tmp_path, {"c.yaml": cluster()})
+    data = json.loads(invoke(["render", str(root), "--format", "json"]))
+    assert data["kind"] == "List" and data["items"][0]["kind"] == "RayCluster"
+
+
+def test_out_dir_writes_stable_files_and_removes_stale(tmp_path: Path) -> None:
+    root = write(tmp_path / "app", {"c.yaml": cluster(meta=RECREATE), "cm.yaml": CM})
+    out = tmp_path / "out"
+    invoke(["render", str(root), "--out", str(out)])
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.yaml"))
+    assert files == [
+        "default/configmap-raygitops-plan.yaml", "default/configmap-settings.yaml",
+        "default/job-raygitops-presync.yaml", "default/raycluster-c.yaml",
+        "default/role-raygitops-presync.yaml", "default/rolebinding-raygitops-presync.yaml",
+        "default/serviceaccount-raygitops-presync.yaml",
+    ]
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*.yaml")}
+    invoke(["render", str(root), "--out", str(out)])
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*.yaml")} == before
+    (root / "cm.yaml").unlink()
+    invoke(["render", str(root), "--out", str(out)])
+    assert not (out / "default/configmap-settings.yaml").exists()
+
+
+def test_out_dir_refuses_foreign_directory(tmp_path: Path) -> None:
+    root = write(tmp_path / "app", {"c.yaml": cluster()})
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "precious.yaml").write_text("keep me")
+    result = CliRunner().invoke(main, ["render", str(root), "--out", str(out)])
+    assert result.exit_code == 1 and "refusing" in result.stderr
+    assert (out / "precious.yaml").read_text() == "keep me"
+
+
+def test_out_dir_untouched_on_error(tmp_path: Path) -> None:
+    root = write(tmp_path / "app", {"c.yaml": cluster(), "bad.yaml": "a: [\n"})
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["render", str(root), "--out", str(out)])
+    assert result.exit_code == 1 and not out.exists()
+
+
+def test_jinja_values_later_wins_and_argocd_env(tmp_path: Path) -> None:
+    root = write(tmp_path, {
+        "raygitops.yaml": "values: [values.yaml, values-prod.yaml]\n",
+        "values.yaml": "image: {repo: rayproject/ray, tag: '2.40.0'}\nworkers: 1\n",
+        "values-prod.yaml": "image: {tag: '2.41.0'}\n",
+        "c.yaml.j2": (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ argocd.app_name }}\n"
+            "data:\n  image: '{{ values.image.repo }}:{{ image.tag }}'\n"
+            "  env: '{{ env.TIER }}'\n  workers: '{{ workers }}'\n  ns: '{{ argocd.app_namespace }}'\n"
+        ),
+    })
+    env = {"ARGOCD_APP_NAME": "my-app", "ARGOCD_APP_NAMESPACE": "ray", "ARGOCD_ENV_TIER": "gold",
+           "ARGOCD_APP_PARAMETERS": json.dumps([{"name": "values", "map": {"workers": "3"}}])}
+    obj = render_app(str(root), env=env).objects[0]
+    assert obj["metadata"]["name"] == "my-app"
+    assert obj["data"] == {"image": "rayproject/ray:2.41.0", "env": "gold", "workers": "3", "ns": "ray"}
+
+
+def test_argocd_parameters_override_config_and_cli_overrides_both(tmp_path: Path) -> None:
+    root = write(tmp_path, {"raygitops.yaml": "hook:\n  image: from-config\n  maxParallel: 2\n",
+                            "c.yaml": cluster(meta=RECREATE)})
+    params = json.dumps([{"name": "hook-image", "string": "from-argocd"},
+                         {"name": "max-parallel", "string": "7"}])
+
+    def job(result):
+        return next(o for o in result.objects if o["kind"] == "Job")
+
+    via_params = job(render_app(str(root), env={"ARGOCD_APP_PARAMETERS": params}))
+    assert via_params["spec"]["template"]["spec"]["containers"][0]["image"] == "from-argocd"
+    assert "7" in via_params["spec"]["template"]["spec"]["containers"][0]["args"]
+    via_cli = job(render_app(str(root), env={"ARGOCD_APP_PARAMETERS": params},
+                             overrides={"hook_image": "from-cli"}))
+    assert via_cli["spec"]["template"]["spec"]["containers"][0]["image"] == "from-cli"
+
+
+def test_hash_command_table_and_json(tmp_path: Path) -> None:
+    root = write(tmp_path, {"c.yaml": cluster(meta=RECREATE)})
+    table = invoke(["hash", str(root / "c.yaml")]).splitlines()
+    assert table[0].split() == ["CLUSTER", "GROUP", "HASH", "STRATEGY"]
+    assert [row.split()[1] for row in table[1:]] == ["head", "worker:w"]
+    data = json.loads(invoke(["hash", str(root / "c.yaml"), "--format", "json"]))
+    assert set(data["default/c"]) == {"strategy", "head", "workers"}
+    assert data["default/c"]["head"] == table[1].split()[2]
+
+
+def test_flux_names_the_job_after_the_plan(tmp_path: Path) -> None:
+    root = write(tmp_path, {"c.yaml": cluster(meta=RECREATE)})
+    a = render_app(str(root), env={}, overrides={"hook_name_suffix": True})
+    name = next(o for o in a.objects if o["kind"] == "Job")["metadata"]["name"]
+    assert name == f"raygitops-presync-{a.plans[0].digest()}"
+    (root / "c.yaml").write_text(cluster(meta=RECREATE).replace("2.41.0", "2.42.0"))
+    b = render_app(str(root), env={}, overrides={"hook_name_suffix": True})
+    assert next(o for o in b.objects if o["kind"] == "Job")["metadata"]["name"] != name
