@@ -1,0 +1,77 @@
+"""Generate large apps for benchmarks: RayClusters varied from the KubeRay corpus (or a
+built-in cluster when ../shared is absent) plus other documents."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from conftest import corpus_files  # noqa: E402
+
+FALLBACK = {
+    "apiVersion": "ray.io/v1",
+    "kind": "RayCluster",
+    "metadata": {"name": "fallback"},
+    "spec": {
+        "rayVersion": "2.41.0",
+        "headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+            {"name": "ray-head", "image": "rayproject/ray:2.41.0",
+             "resources": {"limits": {"cpu": "1", "memory": "2Gi"}}}]}}},
+        "workerGroupSpecs": [{"groupName": "w", "replicas": 1, "minReplicas": 1, "maxReplicas": 3,
+                              "rayStartParams": {}, "template": {"spec": {"containers": [
+                                  {"name": "w", "image": "rayproject/ray:2.41.0"}]}}}],
+    },
+}
+
+
+def sample_clusters() -> list[dict]:
+    found = []
+    for path in corpus_files():
+        for doc in yaml.safe_load_all(path.read_text()):
+            if isinstance(doc, dict) and doc.get("kind") == "RayCluster":
+                doc.get("metadata", {}).pop("namespace", None)
+                found.append(doc)
+    return found or [FALLBACK]
+
+
+def other_document(i: int) -> dict:
+    kind = i % 3
+    if kind == 0:
+        return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"cm-{i}"},
+                "data": {f"key{j}": f"value {i} {j}" for j in range(8)}}
+    if kind == 1:
+        return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": f"svc-{i}", "labels": {"app": f"a{i}"}},
+                "spec": {"selector": {"app": f"a{i}"}, "ports": [{"port": 80, "targetPort": 8080}]}}
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": f"dep-{i}"},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": f"d{i}"}},
+                     "template": {"metadata": {"labels": {"app": f"d{i}"}},
+                                  "spec": {"containers": [{"name": "c", "image": f"nginx:1.{i % 30}",
+                                                           "ports": [{"containerPort": 80}]}]}}}}
+
+
+def cluster(samples: list[dict], i: int, variant: int = 0) -> dict:
+    obj = copy.deepcopy(samples[i % len(samples)])
+    obj["metadata"]["name"] = f"rc-{i}"
+    if i % 2 == 0:
+        obj["metadata"].setdefault("annotations", {})["raygitops.dev/upgrade-strategy"] = "Recreate"
+    obj["metadata"]["namespace"] = f"team-{i % 4}"
+    containers = obj["spec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    containers[0].setdefault("env", []).append({"name": "VARIANT", "value": f"{i}-{variant}"})
+    return obj
+
+
+def write_app(root: Path, clusters: int, others: int, changed: set[int] = frozenset()) -> Path:
+    """Write an app: one file per 10 clusters, one per 10 other documents."""
+    root.mkdir(parents=True, exist_ok=True)
+    samples = sample_clusters()
+    for start in range(0, clusters, 10):
+        docs = [cluster(samples, i, 1 if i in changed else 0) for i in range(start, min(start + 10, clusters))]
+        (root / f"clusters-{start:05d}.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    for start in range(0, others, 10):
+        docs = [other_document(i) for i in range(start, min(start + 10, others))]
+        (root / f"other-{start:05d}.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    return root
