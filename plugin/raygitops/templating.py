@@ -7,14 +7,66 @@ Jinja2 is imported only when an app has templates.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
+import threading
+import time
 import traceback
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from raygitops.errors import RaygitopsError
 
 MAX_OUTPUT_CHARS = 64 * 1024 * 1024
+# The sandbox stops escapes, not denial of service: bound what one expression may build,
+# and how long all templates of one render may run (Argo CD kills the plugin at 60 s).
+MAX_VALUE_ITEMS = 1024 * 1024
+MAX_POWER_BITS = 4096
+TEMPLATE_SECONDS = float(os.environ.get("RAYGITOPS_TEMPLATE_SECONDS", "30"))
+
+
+def _sized(value: Any) -> int | None:
+    return len(value) if isinstance(value, (str, bytes, list, tuple)) else None
+
+
+def bounded_binop(operator: str, left: Any, right: Any) -> Any:
+    """``*`` and ``**`` that refuse to build giant values (a sandbox SecurityError)."""
+    from jinja2.exceptions import SecurityError
+
+    if operator == "*":
+        for seq, count in ((left, right), (right, left)):
+            size = _sized(seq)
+            if size is not None and isinstance(count, int) and size * count > MAX_VALUE_ITEMS:
+                raise SecurityError(f"repetition would build {size * count} items")
+        return left * right
+    if operator == "**":
+        if isinstance(left, int) and isinstance(right, int) and left not in (0, 1, -1):
+            if right * max(abs(left), 2).bit_length() > MAX_POWER_BITS:
+                raise SecurityError("power too large")
+        return left**right
+    raise AssertionError(operator)
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[None]:
+    """Raise a RaygitopsError when templates run longer than ``seconds`` (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signals reach the main thread only; callers there get the bound
+        return
+    if seconds <= 0:
+        raise RaygitopsError("templates ran out of time")
+
+    def expire(signum: int, frame: Any) -> None:
+        raise RaygitopsError(f"templates ran longer than {TEMPLATE_SECONDS:g} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _within(root: Path, candidate: Path) -> bool:
@@ -56,13 +108,21 @@ class TemplateRenderer:
                     raise jinja2.TemplateNotFound(f"{template} (outside the app directory)")
                 return source, filename, uptodate
 
-        self.env = ImmutableSandboxedEnvironment(
+        class BoundedEnvironment(ImmutableSandboxedEnvironment):
+            intercepted_binops = frozenset({"*", "**"})
+
+            def call_binop(self, context, operator, left, right):  # type: ignore[no-untyped-def]
+                return bounded_binop(operator, left, right)
+
+        self.env = BoundedEnvironment(
             loader=ConfinedLoader(str(self.root), followlinks=False),
             undefined=jinja2.StrictUndefined,
             keep_trailing_newline=True,
             autoescape=False,
         )
         self.context = dict(context)
+        # One budget for all templates of this render, not one per template.
+        self._expires = time.monotonic() + TEMPLATE_SECONDS
 
     def render(self, path: Path, display: str) -> str:
         """Render one template file (``path`` inside the root) to text."""
@@ -70,17 +130,18 @@ class TemplateRenderer:
         name = path.resolve().relative_to(self.root).as_posix()
         filename = str(path.resolve())
         try:
-            template = self.env.get_template(name)
-            chunks: list[str] = []
-            size = 0
-            for chunk in template.generate(self.context):
-                size += len(chunk)
-                if size > MAX_OUTPUT_CHARS:
-                    raise RaygitopsError(
-                        f"template output exceeds {MAX_OUTPUT_CHARS // (1024 * 1024)} MiB"
-                    )
-                chunks.append(chunk)
-            return "".join(chunks)
+            with deadline(self._expires - time.monotonic()):
+                template = self.env.get_template(name)
+                chunks: list[str] = []
+                size = 0
+                for chunk in template.generate(self.context):
+                    size += len(chunk)
+                    if size > MAX_OUTPUT_CHARS:
+                        raise RaygitopsError(
+                            f"template output exceeds {MAX_OUTPUT_CHARS // (1024 * 1024)} MiB"
+                        )
+                    chunks.append(chunk)
+                return "".join(chunks)
         except RaygitopsError as err:
             raise err.located(display) from None
         except jinja2.TemplateSyntaxError as err:

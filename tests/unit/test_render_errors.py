@@ -180,3 +180,26 @@ def test_render_never_imports_kubernetes(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == "checked"
     assert "kind: Job" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "expression,message",
+    [
+        ("{{ 'x' * 10**10 }}", "sandbox.*repetition|power"),
+        ("{{ [1] * 999999999 }}", "sandbox.*repetition"),
+        ("{{ 7 ** 999999 }}", "sandbox.*power"),
+    ],
+)
+def test_templates_cannot_exhaust_memory(tmp_path: Path, expression: str, message: str) -> None:
+    root = app(tmp_path, {"x.yaml.j2": "a: 1\nb: " + expression + "\n"})
+    assert_error(run(["render", root]), f"{root}/x.yaml.j2", 2, message)
+
+
+def test_templates_cannot_run_forever(tmp_path: Path) -> None:
+    loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    root = app(tmp_path, {"x.yaml.j2": "a: 1\n" + loop + "\n"})
+    code = (f"import sys\nfrom raygitops.cli import main\nsys.argv=['raygitops','render',{root!r}]\nmain()\n")
+    env = dict(os.environ, RAYGITOPS_TEMPLATE_SECONDS="1")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip() == f"raygitops: {root}/x.yaml.j2: templates ran longer than 1 s"
