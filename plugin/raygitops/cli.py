@@ -104,14 +104,10 @@ def render(path: str, values: tuple[str, ...], config: str | None, out_dir: str 
     """Render an app (directory, file, or - for stdin) with template hashes and hooks."""
     from raygitops.output import json_list, write_out_dir, yaml_stream
     from raygitops.pipeline import render_app
-    from raygitops.settings import default_namespace
 
     result = render_app(path, cli_values=list(values), config=config, overrides=overrides)
     if out_dir is not None:
-        from raygitops.pipeline import resolve_settings
-
-        settings = resolve_settings(path, config, os.environ, overrides)
-        write_out_dir(result.objects, out_dir, default_namespace(settings))
+        write_out_dir(result.objects, out_dir, result.default_namespace)
         return
     text = json_list(result.objects) if fmt == "json" else yaml_stream(result.objects)
     sys.stdout.write(text)

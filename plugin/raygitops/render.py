@@ -44,6 +44,7 @@ class RenderedCluster:
 class RenderResult:
     """Rendered objects (app documents first, in order; hooks last) and the clusters."""
 
+    default_namespace: str = "default"
     objects: list[dict[str, Any]] = field(default_factory=list)
     clusters: list[RenderedCluster] = field(default_factory=list)
     plans: list[Plan] = field(default_factory=list)
@@ -136,7 +137,7 @@ def render_documents(
     if not documents:
         raise RaygitopsError("the app has no documents: refusing to render an empty stream "
                              "(Argo CD would prune every resource)")
-    result = RenderResult()
+    result = RenderResult(default_namespace=default_namespace)
     seen: dict[tuple[str, str, str, str], str] = {}
     for doc in documents:
         group, kind, name = _check_object(doc)
