@@ -153,6 +153,9 @@ def render_documents(
         seen[identity] = where
         try:
             if is_raycluster(obj):
+                # The hook looks for the cluster where the plan says: make sure it lands there
+                # (Argo CD would otherwise put a namespace-less one in its destination).
+                obj["metadata"].setdefault("namespace", namespace)
                 result.clusters.append(_render_cluster(doc, namespace, settings))
             elif group == "ray.io" and kind in strategy.EMBEDDED_SPEC:
                 strategy.check_embedded_opt_in(obj)

@@ -152,6 +152,8 @@ def test_default_namespace_comes_from_setting_then_argocd(tmp_path: Path) -> Non
     assert via_env.plans[0].namespace == "ray"
     via_flag = render_app(str(app), env={"ARGOCD_APP_NAMESPACE": "ray"}, overrides={"namespace": "x"})
     assert via_flag.plans[0].namespace == "x"
+    # the cluster is written where its plan and hook are, whatever Argo CD's destination
+    assert via_flag.objects[0]["metadata"]["namespace"] == "x"
 
 
 def test_other_documents_pass_through_unchanged_and_in_order(tmp_path: Path) -> None:
