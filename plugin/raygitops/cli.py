@@ -56,8 +56,9 @@ def fail(err: BaseException) -> None:
     if isinstance(err, RaygitopsError):
         click.echo(f"raygitops: {err}", err=True)
         sys.exit(1)
+    # Still exit 1: CI gates on diff's 0 / 3 / 1, and Argo CD only needs non-zero.
     click.echo(f"raygitops: internal error: {type(err).__name__}: {err}".splitlines()[0], err=True)
-    sys.exit(2)
+    sys.exit(1)
 
 
 def guarded(func: Callable[..., Any]) -> Callable[..., Any]:

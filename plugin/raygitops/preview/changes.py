@@ -1,0 +1,282 @@
+"""Field-level changes of one object between base and head (pure).
+
+``jsonpatch.make_patch`` on the two objects, with every ``raygitops.dev/*`` annotation taken
+out first (hashes are reported per group, the strategy on its own).  Each operation becomes a
+:class:`FieldChange` with a JSON-pointer path, the old and the new value, and whether the
+field is *pod-shaping* (part of a group's template-hash input, see
+:mod:`raygitops.hashing`).  Values of env vars and of fields whose names look secret are
+masked: the report still shows that they changed, never what they are.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import jsonpatch
+import jsonpointer
+
+from raygitops.canonical import ANNOTATION_PREFIX
+from raygitops.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED
+
+MASK = "••••"
+ABSENT: Any = object()  # the field does not exist on that side
+
+# A key whose name contains one of these holds a secret value ...
+_SECRET_WORDS = ("password", "passwd", "secret", "token", "credential", "apikey",
+                 "privatekey", "accesskey", "passphrase")
+# ... unless the key only names or locates one (secretKeyRef, secretName, tokenPath, ...).
+_REFERENCE_SUFFIXES = ("ref", "refs", "name", "names", "path", "file", "selector", "seconds",
+                       "mode", "items", "mountpath", "source", "projection")
+
+
+def looks_secret(key: str) -> bool:
+    """Whether a mapping key's value should never be shown ("password", "apiKey", …)."""
+    flat = re.sub(r"[^a-z0-9]", "", key.lower())
+    if not flat or flat == "key":  # secretKeyRef.key, matchExpressions.key: names, not secrets
+        return False
+    if flat.endswith(_REFERENCE_SUFFIXES):
+        return False
+    return flat.endswith("key") or any(word in flat for word in _SECRET_WORDS)
+
+
+@dataclass(frozen=True)
+class FieldChange:
+    op: str  # "add", "remove", "replace", "move"
+    path: str  # JSON pointer on the head object (for "remove": on the base object)
+    old: Any  # ABSENT for "add"
+    new: Any  # ABSENT for "remove"
+    pod_shaping: bool
+    group: str | None  # "head", "worker:<name>", or None (cluster-wide or metadata)
+    masked: bool = False
+    from_path: str | None = None  # "move" only
+    same_value: bool = False  # pod-shaping field whose group hashes did not change
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"op": self.op, "path": self.path}
+        if self.from_path is not None:
+            out["from"] = self.from_path
+        if self.old is not ABSENT:
+            out["old"] = self.old
+        if self.new is not ABSENT:
+            out["new"] = self.new
+        out["podShaping"] = self.pod_shaping
+        out["group"] = self.group
+        out["masked"] = self.masked
+        out["sameValue"] = self.same_value
+        return out
+
+
+def strip_raygitops_annotations(obj: Any) -> Any:
+    """A copy of ``obj`` without any ``raygitops.dev/*`` annotation.  The annotation maps
+    stay (maybe empty): render stamps both sides alike, so a user's new annotation shows as
+    one added key, not as a new map."""
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for key, value in obj.items():
+            if key == "annotations" and isinstance(value, dict):
+                out[key] = {k: copy.deepcopy(v) for k, v in value.items()
+                            if not (isinstance(k, str) and k.startswith(ANNOTATION_PREFIX))}
+            else:
+                out[key] = strip_raygitops_annotations(value)
+        return out
+    if isinstance(obj, list):
+        return [strip_raygitops_annotations(v) for v in obj]
+    return obj
+
+
+def _without_ours(annotations: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in annotations.items()
+            if not (isinstance(k, str) and k.startswith(ANNOTATION_PREFIX))}
+
+
+def _stripped(key: str, value: Any) -> Any:
+    if key == "annotations" and isinstance(value, dict):
+        return _without_ours(value)
+    return strip_raygitops_annotations(value)
+
+
+def _prune(old: Any, new: Any) -> tuple[Any, Any]:
+    """Copies of two objects for ``make_patch``: ``raygitops.dev/*`` annotations removed, and
+    every mapping value equal on both sides replaced by ``None`` on both sides.
+
+    jsonpatch walks every key of both trees (and ``json.dumps`` every scalar pair), equal or
+    not; pruning the equal subtrees first makes a diff cost what changed, not what exists.
+    The patch is the same: a pruned value is equal on both sides, so it yields no operation,
+    and values inside lists (which jsonpatch may add, remove or move) are never pruned.
+    """
+    if isinstance(old, dict) and isinstance(new, dict):
+        o: dict[str, Any] = {}
+        n: dict[str, Any] = {}
+        for key, value in old.items():
+            if key not in new:
+                o[key] = _stripped(key, value)
+                continue
+            other = new[key]
+            if value == other:
+                o[key] = n[key] = None
+            elif key == "annotations" and isinstance(value, dict) and isinstance(other, dict):
+                o[key], n[key] = _prune(_without_ours(value), _without_ours(other))
+            else:
+                o[key], n[key] = _prune(value, other)
+        for key, value in new.items():
+            if key not in old:
+                n[key] = _stripped(key, value)
+        return o, n
+    return strip_raygitops_annotations(old), strip_raygitops_annotations(new)
+
+
+def _tokens(pointer: str) -> list[str]:
+    return jsonpointer.JsonPointer(pointer).parts
+
+
+def pod_shaping_path(tokens: list[str]) -> bool:
+    """Whether a field of a RayCluster is part of the template-hash input."""
+    if not tokens or tokens[0] != "spec":
+        return False
+    if len(tokens) == 1:
+        return True
+    key = tokens[1]
+    if key == "headGroupSpec":
+        return len(tokens) == 2 or tokens[2] not in GROUP_EXCLUDED
+    if key == "workerGroupSpecs":
+        return len(tokens) <= 3 or tokens[3] not in GROUP_EXCLUDED
+    return key not in CLUSTER_EXCLUDED
+
+
+def _group_of(tokens: list[str], worker_names: list[str]) -> str | None:
+    if len(tokens) < 2 or tokens[0] != "spec":
+        return None
+    if tokens[1] == "headGroupSpec":
+        return "head"
+    if tokens[1] == "workerGroupSpecs" and len(tokens) >= 3:
+        try:
+            return f"worker:{worker_names[int(tokens[2])]}"
+        except (ValueError, IndexError):
+            return None
+    return None
+
+
+def _mask_tree(value: Any, env_entry: bool = False) -> tuple[Any, bool]:
+    """Mask env values and secret-looking keys inside a value; (value, anything masked)."""
+    masked = False
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if isinstance(k, str) and looks_secret(k) and not (k == "secret" and isinstance(v, dict)):
+                out[k] = _mask_all(v)
+                masked = True
+            elif env_entry and k == "value":
+                out[k] = MASK
+                masked = True
+            elif k == "env" and isinstance(v, list):
+                items = []
+                for item in v:
+                    new_item, m = _mask_tree(item, env_entry=True)
+                    items.append(new_item)
+                    masked = masked or m
+                out[k] = items
+            else:
+                out[k], m = _mask_tree(v)
+                masked = masked or m
+        return out, masked
+    if isinstance(value, list):
+        items = []
+        for item in value:
+            new_item, m = _mask_tree(item)
+            items.append(new_item)
+            masked = masked or m
+        return items, masked
+    return value, False
+
+
+def _mask_all(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _mask_all(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_all(v) for v in value]
+    return MASK
+
+
+def mask(tokens: list[str], value: Any) -> tuple[Any, bool]:
+    """The value to show for the field at ``tokens``; (value, whether it was masked)."""
+    if value is ABSENT:
+        return value, False
+    last = len(tokens) - 1
+    if any(looks_secret(t) and not (t == "secret" and i < last)  # a volume's secret: {...}
+           for i, t in enumerate(tokens)):
+        return _mask_all(value), True
+    env_at = [i for i, t in enumerate(tokens) if t == "env"]
+    if env_at:
+        rest = tokens[env_at[-1] + 1 :]
+        if len(rest) == 2 and rest[1] == "value":
+            return MASK, True
+        if len(rest) == 1:  # a whole env entry
+            return _mask_tree({"env": [value]})[0]["env"][0], True
+        if not rest:  # the whole env list
+            return _mask_tree({"env": value})[0]["env"], True
+    return _mask_tree(value)
+
+
+def field_changes(base: dict[str, Any], head: dict[str, Any], *,
+                  raycluster: bool = True) -> list[FieldChange]:
+    """Every field that differs between two objects, sorted by path."""
+    old_obj, new_obj = _prune(base, head)
+    patch = jsonpatch.make_patch(old_obj, new_obj)
+    worker_names = [
+        g.get("groupName", "") if isinstance(g, dict) else ""
+        for g in ((head.get("spec") or {}).get("workerGroupSpecs") or [])
+    ] if raycluster else []
+    base_workers = [
+        g.get("groupName", "") if isinstance(g, dict) else ""
+        for g in ((base.get("spec") or {}).get("workerGroupSpecs") or [])
+    ] if raycluster else []
+    doc = old_obj  # patched step by step: list indices refer to the document as it goes
+    out: list[FieldChange] = []
+    for operation in patch.patch:
+        op = operation["op"]
+        path = operation["path"]
+        tokens = _tokens(path)
+        from_path = operation.get("from")
+        if op == "add":
+            old, new = ABSENT, operation["value"]
+        elif op == "remove":
+            old, new = jsonpointer.resolve_pointer(doc, path), ABSENT
+        elif op == "replace":
+            old, new = jsonpointer.resolve_pointer(doc, path), operation["value"]
+        elif op in ("move", "copy"):
+            old = jsonpointer.resolve_pointer(doc, path, ABSENT) if op == "copy" else ABSENT
+            new = jsonpointer.resolve_pointer(doc, from_path)
+        else:  # "test": make_patch never emits it
+            continue
+        doc = jsonpatch.JsonPatch([operation]).apply(doc, in_place=True)
+        old_shown, old_masked = mask(tokens, old)
+        new_shown, new_masked = mask(tokens, new)
+        if from_path is not None and not new_masked:  # a value moved out of a secret field
+            new_shown, new_masked = mask(_tokens(from_path), new)
+            if not new_masked:
+                new_shown, new_masked = mask(tokens, new)
+        names = base_workers if op == "remove" else worker_names
+        shaping = raycluster and pod_shaping_path(tokens)
+        if op == "move" and from_path is not None:
+            shaping = shaping or (raycluster and pod_shaping_path(_tokens(from_path)))
+        out.append(FieldChange(
+            op=op,
+            path=path,
+            old=copy.deepcopy(old_shown) if old_shown is not ABSENT else ABSENT,
+            new=copy.deepcopy(new_shown) if new_shown is not ABSENT else ABSENT,
+            pod_shaping=shaping,
+            group=_group_of(tokens, names) if raycluster else None,
+            masked=old_masked or new_masked,
+            from_path=from_path,
+        ))
+    # make_patch walks dict keys in set order (varies with PYTHONHASHSEED): sort for stable
+    # reports.  Values were read in patch order above, so each stays right.
+    out.sort(key=lambda c: (_sort_key(c.path), c.op))
+    return out
+
+
+def _sort_key(pointer: str) -> tuple:
+    return tuple((0, int(t), "") if t.isdigit() else (1, 0, t) for t in _tokens(pointer))

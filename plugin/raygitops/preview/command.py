@@ -1,0 +1,76 @@
+"""``raygitops diff``: the pull-request preview (CLI only; the work is in the sibling modules).
+
+Exit codes: 0 success (with ``--exit-code``: and nothing is recreated); 3 with ``--exit-code``
+when at least one RayCluster is recreated; 1 on a user error (either side fails to render,
+unknown revision, …) with one ``raygitops: base: path:line: message`` line on stderr and
+nothing on stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from raygitops.cli import guarded
+
+EXIT_RECREATE = 3
+
+
+def use_color(stream: Any, choice: bool | None) -> bool:
+    """``--color/--no-color`` wins; else colour only on a tty, and never with NO_COLOR set."""
+    if choice is not None:
+        return choice
+    if os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+@click.command()
+@click.option("--base", required=True, metavar="DIR|REV",
+              help="The merge target: a directory, or a git revision of PATH.")
+@click.option("--head", required=True, metavar="DIR|REV",
+              help="The proposed change: a directory, or a git revision of PATH.")
+@click.argument("path", default=".", metavar="[PATH]")
+@click.option("--values", "-f", "values", multiple=True,
+              help="Values file for *.j2 templates, used on both sides (repeatable).")
+@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "text"]),
+              default="text", show_default=True)
+@click.option("--exit-code", is_flag=True,
+              help="Exit 3 when at least one RayCluster is recreated (0 otherwise, 1 on error).")
+@click.option("--color/--no-color", "color", default=None,
+              help="Colour the text format (default: on a terminal, unless NO_COLOR is set).")
+@guarded
+def diff(base: str, head: str, path: str, values: tuple[str, ...], fmt: str, exit_code: bool,
+         color: bool | None) -> None:
+    """Preview what merging HEAD into BASE does to each RayCluster of the app at PATH.
+
+    A directory side renders DIR/PATH; a revision renders PATH as committed at that
+    revision, from a temporary checkout (the working tree is never touched).
+    """
+    from raygitops.preview.impact import RECREATE_CLASS, classify
+    from raygitops.preview.revisions import render_sides
+
+    base_side, head_side = render_sides(base, head, path, cli_values=list(values))
+    report = classify(base_side.result, head_side.result)
+    report.notes.extend(base_side.notes + head_side.notes)
+    if fmt == "json":
+        from raygitops.preview import report_json as formatter
+
+        text = formatter.render(report, base_side.side, head_side.side)
+    elif fmt == "markdown":
+        from raygitops.preview import report_markdown as formatter  # type: ignore[no-redef]
+
+        text = formatter.render(report, base_side.side, head_side.side)
+    else:
+        from raygitops.preview import report_text
+
+        text = report_text.render(report, base_side.side, head_side.side,
+                                  color=use_color(sys.stdout, color))
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if exit_code and report.count(RECREATE_CLASS):
+        sys.exit(EXIT_RECREATE)

@@ -1,0 +1,446 @@
+"""What a merge does to each RayCluster (pure: two RenderResults in, a Report out).
+
+Classes, one per RayCluster matched by namespace/name:
+
+- ``recreate``  — opted in (strategy Recreate at head) and a group's template hash changed:
+  the PreSync hook deletes every pod of the cluster and KubeRay creates them again;
+- ``stale``     — a group's hash changed but the cluster is not opted in (or is owned by a
+  RayJob/RayService, which raygitops never recreates): the running pods keep the old template;
+- ``in-place``  — only fields outside the hash changed (replicas, autoscaling bounds, labels,
+  a quantity written another way, a worker group added or removed …);
+- ``create`` / ``delete`` / ``unchanged``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from raygitops.hashing import GroupHashes
+from raygitops.preview.changes import FieldChange, field_changes
+from raygitops.render import RenderedCluster, RenderResult, is_raycluster
+from raygitops.strategy import RECREATE
+
+RECREATE_CLASS = "recreate"
+STALE = "stale"
+IN_PLACE = "in-place"
+CREATE = "create"
+DELETE = "delete"
+UNCHANGED = "unchanged"
+# Report order: what needs attention first.
+CLASSES = (RECREATE_CLASS, STALE, DELETE, CREATE, IN_PLACE, UNCHANGED)
+
+HOOK_LABEL = ("app.kubernetes.io/managed-by", "raygitops")
+# KubeRay defaults (ray-operator apis/ray/v1 raycluster_types.go).
+DEFAULT_MAX_REPLICAS = 2147483647
+
+
+@dataclass(frozen=True)
+class PodCount:
+    """A number of pods, or a range when the autoscaler decides (``max`` None: unbounded)."""
+
+    min: int = 0
+    max: int | None = 0
+
+    def __add__(self, other: "PodCount") -> "PodCount":
+        top = None if self.max is None or other.max is None else self.max + other.max
+        return PodCount(self.min + other.min, top)
+
+    @property
+    def is_zero(self) -> bool:
+        return self.min == 0 and self.max == 0
+
+    def __str__(self) -> str:
+        if self.max is None:
+            return f"{self.min}+"
+        if self.min == self.max:
+            return str(self.min)
+        return f"{self.min}–{self.max}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"min": self.min, "max": self.max}
+
+
+@dataclass(frozen=True)
+class GroupChange:
+    group: str  # "head" or "worker:<name>"
+    change: str  # "changed", "added", "removed"
+    base_hash: str | None
+    head_hash: str | None
+    pods: PodCount
+
+    @property
+    def label(self) -> str:
+        return self.group.split(":", 1)[1] if self.group.startswith("worker:") else self.group
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "change": self.change,
+            "hash": {"base": self.base_hash, "head": self.head_hash},
+            "pods": self.pods.to_json(),
+        }
+
+
+@dataclass
+class ClusterImpact:
+    namespace: str
+    name: str
+    klass: str
+    reason: str
+    strategy_base: str | None
+    strategy_head: str | None
+    owner: str | None
+    suspend_base: bool | None
+    suspend_head: bool | None
+    autoscaling: bool
+    pods: PodCount  # affected: recreated, left stale, created or deleted
+    pods_total: PodCount  # all pods of the cluster at head (at base for a delete)
+    groups: list[GroupChange] = field(default_factory=list)
+    changes: list[FieldChange] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    source_base: str | None = None
+    source_head: str | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def hashed_groups(self) -> list[GroupChange]:
+        return [g for g in self.groups if g.change == "changed"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "class": self.klass,
+            "reason": self.reason,
+            "strategy": {"base": self.strategy_base, "head": self.strategy_head},
+            "owner": self.owner,
+            "suspend": {"base": self.suspend_base, "head": self.suspend_head},
+            "autoscaling": self.autoscaling,
+            "pods": self.pods.to_json(),
+            "podsTotal": self.pods_total.to_json(),
+            "groups": [g.to_json() for g in self.groups],
+            "notes": list(self.notes),
+            "changes": [c.to_json() for c in self.changes],
+            "source": {"base": self.source_base, "head": self.source_head},
+        }
+
+
+@dataclass
+class KindCount:
+    api_group: str
+    kind: str
+    created: int = 0
+    changed: int = 0
+    deleted: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"apiGroup": self.api_group, "kind": self.kind, "created": self.created,
+                "changed": self.changed, "deleted": self.deleted}
+
+
+@dataclass
+class Report:
+    clusters: list[ClusterImpact]
+    others: list[KindCount]
+    notes: list[str] = field(default_factory=list)
+
+    def by_class(self, klass: str) -> list[ClusterImpact]:
+        return [c for c in self.clusters if c.klass == klass]
+
+    def count(self, klass: str) -> int:
+        return sum(1 for c in self.clusters if c.klass == klass)
+
+    def pods(self, klass: str) -> PodCount:
+        total = PodCount()
+        for c in self.by_class(klass):
+            total = total + c.pods
+        return total
+
+    @property
+    def changed(self) -> list[ClusterImpact]:
+        return [c for c in self.clusters if c.klass != UNCHANGED]
+
+    @property
+    def verdict(self) -> str:
+        """``recreate``, ``stale``, ``changes`` or ``none``."""
+        if self.count(RECREATE_CLASS):
+            return "recreate"
+        if self.count(STALE):
+            return "stale"
+        if self.changed or any(k.created or k.changed or k.deleted for k in self.others):
+            return "changes"
+        return "none"
+
+
+# ---------------------------------------------------------------------------------------------
+# Pods
+
+
+def _int(value: Any, default: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return default
+    return max(value, 0)
+
+
+def group_pods(group: dict[str, Any], autoscaling: bool) -> PodCount:
+    """Pods of one worker group: replicas × numOfHosts, or minReplicas..maxReplicas ×
+    numOfHosts when the autoscaler decides; a suspended group has none."""
+    if group.get("suspend") is True:
+        return PodCount(0, 0)
+    hosts = _int(group.get("numOfHosts"), 1) or 1
+    low = _int(group.get("minReplicas"), 0)
+    high_raw = group.get("maxReplicas")
+    high = _int(high_raw, DEFAULT_MAX_REPLICAS)
+    if autoscaling:
+        top = None if high_raw is None or high >= DEFAULT_MAX_REPLICAS else high * hosts
+        return PodCount(low * hosts, top)
+    replicas = _int(group.get("replicas"), 0)
+    replicas = max(low, min(replicas, high)) if high >= low else replicas  # KubeRay clamps
+    return PodCount(replicas * hosts, replicas * hosts)
+
+
+def _autoscaling(spec: dict[str, Any]) -> bool:
+    return spec.get("enableInTreeAutoscaling") is True
+
+
+def _workers(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {g["groupName"]: g for g in spec.get("workerGroupSpecs") or []}
+
+
+def pods_of(spec: dict[str, Any], groups: Iterable[str] | None = None) -> PodCount:
+    """Pods of the given groups ("head", "worker:<name>"; all when None)."""
+    if spec.get("suspend") is True:
+        return PodCount(0, 0)
+    autoscaling = _autoscaling(spec)
+    workers = _workers(spec)
+    wanted = set(groups) if groups is not None else {"head"} | {f"worker:{n}" for n in workers}
+    total = PodCount(1, 1) if "head" in wanted else PodCount()
+    for name, group in workers.items():
+        if f"worker:{name}" in wanted:
+            total = total + group_pods(group, autoscaling)
+    return total
+
+
+# ---------------------------------------------------------------------------------------------
+# Matching
+
+
+def _is_hook(obj: dict[str, Any]) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return isinstance(labels, dict) and labels.get(HOOK_LABEL[0]) == HOOK_LABEL[1]
+
+
+def _app_objects(result: RenderResult | None) -> list[dict[str, Any]]:
+    if result is None:
+        return []
+    return [o for o in result.objects[: len(result.sources)] if not _is_hook(o)]
+
+
+def _identity(obj: dict[str, Any]) -> tuple[str, str, str, str]:
+    api = obj.get("apiVersion", "")
+    meta = obj.get("metadata") or {}
+    return (api.split("/")[0] if "/" in api else "", obj.get("kind", ""),
+            meta.get("namespace") or "", meta.get("name") or meta.get("generateName") or "")
+
+
+def _cluster_index(result: RenderResult | None) -> dict[str, tuple[RenderedCluster, dict]]:
+    """namespace/name → (cluster, its rendered object)."""
+    if result is None:
+        return {}
+    objects = [o for o in result.objects[: len(result.sources)] if is_raycluster(o)]
+    # render appends clusters in document order, one per RayCluster object
+    return {c.key: (c, o) for c, o in zip(result.clusters, objects, strict=True)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Classification
+
+
+def _group_changes(base: RenderedCluster, head: RenderedCluster) -> list[GroupChange]:
+    old, new = base.plan.hashes.groups(), head.plan.hashes.groups()
+    out: list[GroupChange] = []
+    for group in list(new) + [g for g in old if g not in new]:
+        before, after = old.get(group), new.get(group)
+        if before == after:
+            continue
+        change = "changed" if before and after else ("added" if after else "removed")
+        spec = head.spec if after else base.spec
+        out.append(GroupChange(group, change, before, after, pods_of(spec, [group])))
+    return out
+
+
+def _verb_groups(groups: list[GroupChange]) -> str:
+    names = [g.label for g in groups]
+    return ", ".join(names)
+
+
+def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
+                   head_obj: dict) -> ClusterImpact:
+    plan_b, plan_h = base.plan, head.plan
+    autoscaling = _autoscaling(head.spec)
+    impact = ClusterImpact(
+        namespace=head.namespace, name=head.name, klass=UNCHANGED, reason="",
+        strategy_base=plan_b.strategy, strategy_head=plan_h.strategy, owner=plan_h.owner,
+        suspend_base=plan_b.suspend, suspend_head=plan_h.suspend, autoscaling=autoscaling,
+        pods=PodCount(), pods_total=pods_of(head.spec),
+        source_base=base.source, source_head=head.source,
+    )
+    if base_obj == head_obj and plan_b.strategy == plan_h.strategy:
+        impact.reason = "no change"
+        return impact
+    impact.groups = _group_changes(base, head)
+    changed = impact.hashed_groups
+    if base_obj != head_obj:
+        impact.changes = _mark_same_value(field_changes(base_obj, head_obj), plan_b.hashes,
+                                          plan_h.hashes)
+    removed = [g for g in impact.groups if g.change == "removed"]
+    added = [g for g in impact.groups if g.change == "added"]
+    names = _verb_groups(changed)
+    if (changed or removed) and plan_h.suspend:
+        # The hook leaves a cluster whose desired spec is suspended alone; KubeRay deletes
+        # its pods and creates them from the new template on resume.
+        impact.klass = IN_PLACE
+        impact.reason = (f"template of {_verb_groups(changed + removed)} changed, but the "
+                         "desired spec is suspended: no pod is recreated now (KubeRay creates "
+                         "the pods from the new template when the cluster resumes)")
+    elif changed and plan_h.owner:
+        impact.klass = STALE
+        impact.pods = pods_of(head.spec, [g.group for g in changed])
+        kind = plan_h.owner.split("/")[0]
+        impact.reason = (f"template of {names} changed, but the cluster is owned by "
+                         f"{plan_h.owner}: raygitops never recreates it (the {kind} "
+                         "manages its clusters); running pods keep the old template")
+    elif (changed or removed) and plan_h.strategy == RECREATE and not plan_h.owner:
+        impact.klass = RECREATE_CLASS
+        impact.pods = impact.pods_total
+        for g in removed:  # deleted with the rest, not created again
+            impact.pods = impact.pods + g.pods
+        what = []
+        if changed:
+            what.append(f"the template of {names} changed")
+        if removed:
+            what.append(f"worker group {_verb_groups(removed)} was removed (its pods count "
+                        "as drift)")
+        impact.reason = (f"opted in (Recreate) and {' and '.join(what)}: every pod is deleted "
+                         "and created again")
+    elif changed:
+        impact.klass = STALE
+        impact.pods = pods_of(head.spec, [g.group for g in changed])
+        impact.reason = (f"template of {names} changed, but the cluster is not opted in: "
+                         "running pods keep the old template (opt in with annotation "
+                         "raygitops.dev/upgrade-strategy: Recreate)")
+    else:
+        impact.klass = IN_PLACE
+        what = []
+        if added:
+            what.append(f"worker group {_verb_groups(added)} added (KubeRay creates its pods)")
+        if removed:
+            what.append(f"worker group {_verb_groups(removed)} removed (raygitops leaves its "
+                        "pods to the operator)")
+        if not what:
+            what.append("only fields outside the template hash changed")
+        impact.reason = "; ".join(what) + ": no pod is recreated"
+    _notes(impact, plan_b, plan_h)
+    return impact
+
+
+def _notes(impact: ClusterImpact, plan_b: Any, plan_h: Any) -> None:
+    if plan_b is not None and plan_b.strategy != plan_h.strategy:
+        impact.notes.append(f"upgrade strategy {plan_b.strategy} → {plan_h.strategy}")
+        if plan_h.strategy == RECREATE and impact.klass != RECREATE_CLASS and not plan_h.owner:
+            impact.notes.append("newly opted in: if the running pods still carry an older "
+                                "template (an earlier change left them stale), the PreSync "
+                                "hook recreates them on this sync")
+    if plan_h.owner and plan_h.strategy == RECREATE:
+        impact.notes.append(f"owned by {plan_h.owner}: the PreSync hook skips it despite "
+                            "the Recreate opt-in")
+    if plan_h.suspend and (plan_b is None or not plan_b.suspend):
+        impact.notes.append("desired spec.suspend: true — KubeRay deletes all pods of this "
+                            "cluster and keeps it suspended")
+    elif plan_h.suspend:
+        impact.notes.append("desired spec.suspend: true — the cluster stays suspended (no pods)")
+    elif plan_b is not None and plan_b.suspend:
+        impact.notes.append("spec.suspend: true → false — KubeRay creates the pods from the "
+                            "head template")
+
+
+def _mark_same_value(changes: list[FieldChange], old: GroupHashes,
+                     new: GroupHashes) -> list[FieldChange]:
+    """Pod-shaping changes whose group hash did not move are a notation change only."""
+    before, after = old.groups(), new.groups()
+    unchanged = {g for g in after if before.get(g) == after[g]}
+    all_same = unchanged == set(after) and set(before) == set(after)
+    out = []
+    for c in changes:
+        same = c.pod_shaping and (
+            (c.group is not None and c.group in unchanged) or (c.group is None and all_same)
+        )
+        if same:
+            c = FieldChange(c.op, c.path, c.old, c.new, c.pod_shaping, c.group, c.masked,
+                            c.from_path, same_value=True)
+        out.append(c)
+    return out
+
+
+def _one_side(cluster: RenderedCluster, klass: str) -> ClusterImpact:
+    plan = cluster.plan
+    total = pods_of(cluster.spec)
+    created = klass == CREATE
+    impact = ClusterImpact(
+        namespace=cluster.namespace, name=cluster.name, klass=klass,
+        reason="new RayCluster: KubeRay creates its pods" if created
+        else "RayCluster removed: its pods are deleted (if Argo CD prunes it)",
+        strategy_base=None if created else plan.strategy,
+        strategy_head=plan.strategy if created else None,
+        owner=plan.owner,
+        suspend_base=None if created else plan.suspend,
+        suspend_head=plan.suspend if created else None,
+        autoscaling=_autoscaling(cluster.spec), pods=total, pods_total=total,
+        source_base=None if created else cluster.source,
+        source_head=cluster.source if created else None,
+    )
+    if created and plan.suspend:
+        impact.notes.append("desired spec.suspend: true — created suspended (no pods)")
+    return impact
+
+
+def _other_counts(base: RenderResult | None, head: RenderResult | None) -> list[KindCount]:
+    old = {_identity(o): o for o in _app_objects(base) if not is_raycluster(o)}
+    new = {_identity(o): o for o in _app_objects(head) if not is_raycluster(o)}
+    counts: dict[tuple[str, str], KindCount] = {}
+
+    def bump(identity: tuple[str, str, str, str], what: str) -> None:
+        key = identity[:2]
+        entry = counts.setdefault(key, KindCount(*key))
+        setattr(entry, what, getattr(entry, what) + 1)
+
+    for identity, obj in new.items():
+        if identity not in old:
+            bump(identity, "created")
+        elif old[identity] != obj:
+            bump(identity, "changed")
+    for identity in old:
+        if identity not in new:
+            bump(identity, "deleted")
+    return sorted(counts.values(), key=lambda k: (k.kind, k.api_group))
+
+
+def classify(base: RenderResult | None, head: RenderResult | None) -> Report:
+    """Compare two renders of an app (None: the app does not exist on that side)."""
+    old, new = _cluster_index(base), _cluster_index(head)
+    impacts: list[ClusterImpact] = []
+    for key, (cluster, obj) in new.items():
+        if key in old:
+            impacts.append(_classify_pair(old[key][0], old[key][1], cluster, obj))
+        else:
+            impacts.append(_one_side(cluster, CREATE))
+    for key, (cluster, _obj) in old.items():
+        if key not in new:
+            impacts.append(_one_side(cluster, DELETE))
+    order = {k: i for i, k in enumerate(CLASSES)}
+    impacts.sort(key=lambda c: (order[c.klass], c.namespace, c.name))
+    return Report(impacts, _other_counts(base, head))

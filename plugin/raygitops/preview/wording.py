@@ -1,0 +1,85 @@
+"""Words shared by the report formats (pure): the verdict, pod counts, values."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from raygitops.preview.changes import ABSENT, FieldChange
+from raygitops.preview.impact import (
+    CREATE,
+    DELETE,
+    IN_PLACE,
+    RECREATE_CLASS,
+    STALE,
+    PodCount,
+    Report,
+)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def pods(count: PodCount) -> str:
+    word = "pod" if count.min == 1 and count.max == 1 else "pods"
+    return f"{count} {word}"
+
+
+def verdict(report: Report) -> str:
+    """One line saying what the merge does, most serious first."""
+    recreate, stale = report.count(RECREATE_CLASS), report.count(STALE)
+    if recreate:
+        line = f"This merge recreates {plural(recreate, 'RayCluster')} " \
+               f"({pods(report.pods(RECREATE_CLASS))})"
+        if stale:
+            line += f", and leaves {stale} stale ({pods(report.pods(STALE))} keep the old template)"
+        return line
+    if stale:
+        return (f"This merge leaves {plural(stale, 'RayCluster')} stale: "
+                f"{pods(report.pods(STALE))} keep the old template")
+    parts = []
+    for klass, words in ((IN_PLACE, "changed in place"), (CREATE, "created"),
+                         (DELETE, "deleted")):
+        n = report.count(klass)
+        if n:
+            parts.append(f"{plural(n, 'RayCluster')} {words}" if not parts else f"{n} {words}")
+    others = sum(k.created + k.changed + k.deleted for k in report.others)
+    if others:
+        parts.append(f"{plural(others, 'other object')} changed")
+    if not parts:
+        return "No changes"
+    return "No pod is recreated: " + ", ".join(parts)
+
+
+def verdict_mark(report: Report) -> str:
+    return {"recreate": "⚠️", "stale": "🟡", "changes": "✅", "none": "✅"}[report.verdict]
+
+
+def value(v: Any, limit: int = 80) -> str:
+    """A value on one line (JSON), shortened to ``limit`` characters."""
+    if v is ABSENT:
+        return "(none)"
+    text = json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def change_kind(c: FieldChange) -> str:
+    if c.same_value:
+        return "same value"
+    return "pod-shaping" if c.pod_shaping else "not pod-shaping"
+
+
+def others_line(report: Report) -> str:
+    parts = []
+    for k in report.others:
+        bits = [f"{n} {w}" for n, w in ((k.created, "created"), (k.changed, "changed"),
+                                        (k.deleted, "deleted")) if n]
+        parts.append(f"{k.kind}: {', '.join(bits)}")
+    return "; ".join(parts)
+
+
+def side_label(side: Any) -> str:
+    return side.describe() if side is not None else "?"

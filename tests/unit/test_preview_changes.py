@@ -1,0 +1,170 @@
+"""Pure parts of the preview: field changes, masking, pod-shaping paths, pod counts."""
+
+from __future__ import annotations
+
+import pytest
+
+from raygitops.preview.changes import (
+    ABSENT,
+    MASK,
+    field_changes,
+    looks_secret,
+    pod_shaping_path,
+    strip_raygitops_annotations,
+)
+from raygitops.preview.impact import PodCount, group_pods, pods_of
+
+
+def rc(**spec_extra) -> dict:
+    spec = {
+        "headGroupSpec": {"rayStartParams": {}, "template": {"metadata": {"annotations": {
+            "raygitops.dev/template-hash": "h1-aaaa"}}, "spec": {"containers": [
+                {"name": "ray-head", "image": "ray:1", "env": [{"name": "A", "value": "1"}]}]}}},
+        "workerGroupSpecs": [{"groupName": "gpu", "replicas": 1, "rayStartParams": {},
+                              "template": {"spec": {"containers": [{"name": "w",
+                                                                    "image": "ray:1"}]}}}],
+    }
+    spec.update(spec_extra)
+    return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+            "metadata": {"name": "c", "annotations": {"raygitops.dev/template-hashes": "{}"}},
+            "spec": spec}
+
+
+@pytest.mark.parametrize("key,secret", [
+    ("password", True), ("redis-password", True), ("apiKey", True), ("API_TOKEN", True),
+    ("clientSecret", True), ("credentials", True), ("sshKey", True), ("private_key", True),
+    ("key", False), ("secretKeyRef", False), ("secretName", False), ("tokenPath", False),
+    ("image", False), ("name", False), ("monkey", True), ("keys", False),
+])
+def test_looks_secret(key: str, secret: bool) -> None:
+    assert looks_secret(key) is secret
+
+
+@pytest.mark.parametrize("path,shaping", [
+    ("/spec/headGroupSpec/template/spec/containers/0/image", True),
+    ("/spec/headGroupSpec/serviceType", False),
+    ("/spec/workerGroupSpecs/0/replicas", False),
+    ("/spec/workerGroupSpecs/0/minReplicas", False),
+    ("/spec/workerGroupSpecs/0/maxReplicas", False),
+    ("/spec/workerGroupSpecs/0/scaleStrategy/workersToDelete", False),
+    ("/spec/workerGroupSpecs/0/rayStartParams/num-cpus", True),
+    ("/spec/workerGroupSpecs/0", True),
+    ("/spec/rayVersion", True),
+    ("/spec/enableInTreeAutoscaling", True),
+    ("/spec/suspend", False),
+    ("/spec/headServiceAnnotations/a", False),
+    ("/metadata/labels/team", False),
+])
+def test_pod_shaping_path(path: str, shaping: bool) -> None:
+    assert pod_shaping_path(path.strip("/").split("/")) is shaping
+
+
+def test_strip_raygitops_annotations_keeps_others() -> None:
+    obj = rc()
+    obj["metadata"]["annotations"]["team"] = "x"
+    stripped = strip_raygitops_annotations(obj)
+    assert stripped["metadata"]["annotations"] == {"team": "x"}
+    assert stripped["spec"]["headGroupSpec"]["template"]["metadata"] == {"annotations": {}}
+    assert obj["metadata"]["annotations"]["raygitops.dev/template-hashes"] == "{}"  # untouched
+
+
+def test_hash_annotations_are_not_changes() -> None:
+    a, b = rc(), rc()
+    b["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"][
+        "raygitops.dev/template-hash"] = "h1-bbbb"
+    b["metadata"]["annotations"]["raygitops.dev/template-hashes"] = '{"x":1}'
+    assert field_changes(a, b) == []
+
+
+def test_env_values_masked_but_shown_changed() -> None:
+    a, b = rc(), rc()
+    b["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"][0]["value"] = "2"
+    b["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"].append(
+        {"name": "NEW", "value": "s3cr3t"})
+    changes = field_changes(a, b)
+    by_path = {c.path: c for c in changes}
+    value = by_path["/spec/headGroupSpec/template/spec/containers/0/env/0/value"]
+    assert (value.old, value.new, value.masked, value.pod_shaping) == (MASK, MASK, True, True)
+    assert value.group == "head"
+    added = by_path["/spec/headGroupSpec/template/spec/containers/0/env/1"]
+    assert added.old is ABSENT and added.new == {"name": "NEW", "value": MASK}
+    assert "s3cr3t" not in repr(changes)
+
+
+def test_whole_container_added_masks_env_inside() -> None:
+    a, b = rc(), rc()
+    b["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"].append(
+        {"name": "side", "image": "x", "env": [{"name": "T", "value": "hidden"}],
+         "args": ["--password", "p"]})
+    (change,) = field_changes(a, b)
+    assert change.group == "worker:gpu"
+    assert change.new["env"][0]["value"] == MASK
+    assert change.new["image"] == "x"
+    assert "hidden" not in repr(change)
+
+
+def test_secret_named_fields_masked() -> None:
+    a, b = rc(), rc()
+    a["spec"]["headGroupSpec"]["rayStartParams"]["redis-password"] = "one"
+    b["spec"]["headGroupSpec"]["rayStartParams"]["redis-password"] = "two"
+    b["metadata"]["annotations"]["vault/token"] = "abc"
+    changes = field_changes(a, b)
+    assert {(c.path, c.old, c.new) for c in changes} == {
+        ("/spec/headGroupSpec/rayStartParams/redis-password", MASK, MASK),
+        ("/metadata/annotations/vault~1token", ABSENT, MASK),
+    }
+
+
+def test_secret_volume_reference_is_not_masked() -> None:
+    a, b = rc(), rc()
+    b["spec"]["headGroupSpec"]["template"]["spec"]["volumes"] = [
+        {"name": "tls", "secret": {"secretName": "ray-tls"}}]
+    (change,) = field_changes(a, b)
+    assert change.new == [{"name": "tls", "secret": {"secretName": "ray-tls"}}]
+    assert not change.masked
+
+
+def test_replicas_not_pod_shaping_and_group_named() -> None:
+    a, b = rc(), rc()
+    b["spec"]["workerGroupSpecs"][0]["replicas"] = 3
+    (change,) = field_changes(a, b)
+    assert (change.op, change.old, change.new, change.pod_shaping, change.group) == (
+        "replace", 1, 3, False, "worker:gpu")
+
+
+def test_list_ops_read_values_as_the_patch_goes() -> None:
+    a, b = rc(), rc()
+    containers = a["spec"]["headGroupSpec"]["template"]["spec"]["containers"]
+    containers += [{"name": "x1", "image": "a"}, {"name": "x2", "image": "b"}]
+    changes = field_changes(a, b)
+    assert sorted(c.old["name"] for c in changes if c.op == "remove") == ["x1", "x2"]
+
+
+def test_group_pods() -> None:
+    assert group_pods({"replicas": 3, "numOfHosts": 4, "minReplicas": 0, "maxReplicas": 5},
+                      False) == PodCount(12, 12)
+    # KubeRay clamps replicas into [minReplicas, maxReplicas]
+    assert group_pods({"replicas": 9, "minReplicas": 0, "maxReplicas": 5}, False) == PodCount(5, 5)
+    assert group_pods({"replicas": 0, "minReplicas": 2, "maxReplicas": 5}, False) == PodCount(2, 2)
+    assert group_pods({"minReplicas": 1, "maxReplicas": 10, "numOfHosts": 2},
+                      True) == PodCount(2, 20)
+    assert group_pods({"minReplicas": 1}, True) == PodCount(1, None)
+    assert group_pods({"replicas": 3, "suspend": True}, False) == PodCount(0, 0)
+    assert str(PodCount(1, None)) == "1+"
+    assert str(PodCount(2, 20)) == "2–20"
+
+
+def test_pods_of_cluster() -> None:
+    spec = rc()["spec"]
+    assert pods_of(spec) == PodCount(2, 2)
+    assert pods_of(spec, ["head"]) == PodCount(1, 1)
+    assert pods_of({**spec, "suspend": True}) == PodCount(0, 0)
+
+
+def test_value_moved_out_of_a_secret_field_stays_masked() -> None:
+    a, b = rc(), rc()
+    a["metadata"]["annotations"]["example.com/token"] = "t0ps3cret-value"
+    b["metadata"]["annotations"]["example.com/renamed"] = "t0ps3cret-value"
+    changes = field_changes(a, b)
+    assert changes, changes
+    assert "t0ps3cret" not in repr(changes)

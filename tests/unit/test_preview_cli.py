@@ -1,0 +1,198 @@
+"""``raygitops diff`` as a command: errors name the side, exit codes, size limits, imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from raygitops.cli import main
+
+CLUSTER = """\
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: {name}
+  namespace: {namespace}
+  annotations:
+    raygitops.dev/upgrade-strategy: {strategy}
+spec:
+  headGroupSpec:
+    rayStartParams: {{}}
+    template:
+      spec:
+        containers:
+          - name: ray-head
+            image: {image}
+  workerGroupSpecs:
+    - groupName: workers
+      replicas: {replicas}
+      minReplicas: 0
+      maxReplicas: 100
+      rayStartParams: {{}}
+      template:
+        spec:
+          containers:
+            - name: ray-worker
+              image: {image}
+"""
+
+
+def cluster(name: str = "c", namespace: str = "default", strategy: str = "Recreate",
+            image: str = "rayproject/ray:2.9.0", replicas: int = 2) -> str:
+    return CLUSTER.format(name=name, namespace=namespace, strategy=strategy, image=image,
+                          replicas=replicas)
+
+
+def app(root: Path, name: str, files: dict[str, str]) -> Path:
+    path = root / name / "app"
+    path.mkdir(parents=True)
+    for file, text in files.items():
+        (path / file).write_text(text)
+    return path
+
+
+def invoke(cwd: Path, monkeypatch: pytest.MonkeyPatch, *args: str):
+    monkeypatch.chdir(cwd)
+    return CliRunner().invoke(main, ["diff", *args])
+
+
+def test_bad_yaml_at_base_names_side_file_and_line(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    app(tmp_path, "b", {"cluster.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: [x\n"})
+    app(tmp_path, "h", {"cluster.yaml": cluster()})
+    result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app", "--format", "json")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith("raygitops: base: b/app/cluster.yaml:")
+    assert "invalid YAML" in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+def test_error_at_head_names_head(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app(tmp_path, "b", {"cluster.yaml": cluster()})
+    app(tmp_path, "h", {"cluster.yaml": cluster().replace("groupName: workers", "groupName: ''")})
+    result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app", "--exit-code")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("raygitops: head: h/app/cluster.yaml:1: ")
+    assert "groupName" in result.stderr
+
+
+def test_unknown_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app(tmp_path, "h", {"cluster.yaml": cluster()})
+    result = invoke(tmp_path, monkeypatch, "--base", "no-such", "--head", "h", "app")
+    assert result.exit_code == 1
+    assert result.stderr.startswith("raygitops: base: 'no-such'")
+    assert result.stdout == ""
+
+
+def test_option_like_revision_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app(tmp_path, "h", {"cluster.yaml": cluster()})
+    result = invoke(tmp_path, monkeypatch, "--base=--output=/tmp/x", "--head", "h", "app")
+    assert result.exit_code == 1
+    assert "neither a directory nor a git revision" in result.stderr
+
+
+def test_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app(tmp_path, "b", {"cluster.yaml": cluster()})
+    app(tmp_path, "h", {"cluster.yaml": cluster(image="rayproject/ray:2.10.0")})
+    app(tmp_path, "s", {"cluster.yaml": cluster(image="rayproject/ray:2.10.0", strategy="None")})
+    app(tmp_path, "r", {"cluster.yaml": cluster(replicas=5)})
+    recreate = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app", "--exit-code")
+    assert recreate.exit_code == 3, recreate.output
+    assert invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app").exit_code == 0
+    # stale (not opted in) and in-place never fail the check
+    assert invoke(tmp_path, monkeypatch, "--base", "b", "--head", "s", "app",
+                  "--exit-code").exit_code == 0
+    assert invoke(tmp_path, monkeypatch, "--base", "b", "--head", "r", "app",
+                  "--exit-code").exit_code == 0
+
+
+def test_same_values_flags_on_both_sides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    template = cluster(image="{{ image }}")
+    app(tmp_path, "b", {"cluster.yaml.j2": template})
+    app(tmp_path, "h", {"cluster.yaml.j2": template.replace("replicas: 2", "replicas: 3")})
+    (tmp_path / "values.yaml").write_text("image: rayproject/ray:2.9.0\n")
+    result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app",
+                    "--values", "values.yaml", "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [c["class"] for c in data["clusters"]] == ["in-place"]
+
+
+def test_markdown_stays_under_github_limit(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    base = "---\n".join(cluster(name=f"c{i:03d}") for i in range(300))
+    head = "---\n".join(
+        cluster(name=f"c{i:03d}", image=f"rayproject/ray:2.10.{'x' * 60}{i}") for i in range(300)
+    )
+    app(tmp_path, "b", {"c.yaml": base})
+    app(tmp_path, "h", {"c.yaml": head})
+    result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app",
+                    "--format", "markdown")
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    assert len(text) <= 65536
+    # the table is whole: every cluster has its row
+    assert all(f"| `default/c{i:03d}` |" in text for i in range(300))
+    assert "omitted to stay under GitHub's comment size limit" in text
+    assert text.count("<details>") == text.count("</details>") > 0
+
+
+def test_markdown_table_folds_only_minor_rows_in_the_extreme() -> None:
+    from raygitops.preview import report_markdown
+    from raygitops.preview.impact import IN_PLACE, RECREATE_CLASS, ClusterImpact, PodCount, Report
+    from raygitops.preview.revisions import Side
+
+    def impact(i: int, klass: str) -> ClusterImpact:
+        return ClusterImpact(f"ns{'x' * 40}", f"c{i:05d}", klass, "r", None, None, None, None,
+                             None, False, PodCount(1, 1), PodCount(1, 1))
+
+    clusters = [impact(i, RECREATE_CLASS) for i in range(50)]
+    clusters += [impact(i, IN_PLACE) for i in range(50, 3000)]
+    side = Side("base", "b", "directory", "b")
+    text = report_markdown.render(Report(clusters, []), side, side)
+    assert len(text) <= 65536
+    assert all(f"c{i:05d}`" in text for i in range(50))
+    assert "more (in-place, created or deleted)" in text
+
+
+def test_diff_never_imports_kubernetes(tmp_path: Path) -> None:
+    app(tmp_path, "b", {"cluster.yaml": cluster()})
+    app(tmp_path, "h", {"cluster.yaml": cluster(image="x")})
+    code = (
+        "import sys\n"
+        "from raygitops.cli import main\n"
+        "try:\n"
+        "    main(['diff', '--base', 'b', '--head', 'h', 'app', '--format', 'json'])\n"
+        "except SystemExit as e:\n"
+        "    assert not e.code, e.code\n"
+        "assert not [m for m in sys.modules if m == 'kubernetes' or m.startswith('kubernetes.')]\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_hook_objects_ignored_and_other_kinds_counted(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {n}\ndata:\n  a: '{v}'\n"
+    app(tmp_path, "b", {"c.yaml": cluster(), "cm.yaml": cm.format(n="x", v=1) + "---\n"
+                        + cm.format(n="gone", v=1)})
+    app(tmp_path, "h", {"c.yaml": cluster(image="new"), "cm.yaml": cm.format(n="x", v=2)
+                        + "---\n" + cm.format(n="new", v=1)})
+    result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app",
+                    "--format", "json")
+    data = json.loads(result.stdout)
+    kinds = {k["kind"]: k for k in data["otherObjects"]}
+    # the PreSync hook resources (Job, Role, ConfigMap raygitops-plan, …) are not counted
+    assert set(kinds) == {"ConfigMap"}
+    assert (kinds["ConfigMap"]["created"], kinds["ConfigMap"]["changed"],
+            kinds["ConfigMap"]["deleted"]) == (1, 1, 1)

@@ -1,0 +1,154 @@
+"""Revision mode: sides read from a throw-away git repository; the working tree stays as it is."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from raygitops.cli import main
+
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
+
+FIXTURES = Path(__file__).parent / "fixtures" / "preview"
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false",
+       "-c", "init.defaultBranch=main"]
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run([*GIT, *args], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def snapshot(repo: Path) -> dict:
+    files = {
+        p.relative_to(repo).as_posix(): (p.read_bytes(), p.stat().st_mtime_ns)
+        for p in repo.rglob("*") if p.is_file() and ".git" not in p.relative_to(repo).parts
+    }
+    return {
+        "files": files,
+        "status": git(repo, "status", "--porcelain", "--untracked-files=all"),
+        "head": git(repo, "rev-parse", "HEAD"),
+        "branch": git(repo, "symbolic-ref", "-q", "HEAD"),
+        "worktrees": git(repo, "worktree", "list", "--porcelain"),
+        "stash": git(repo, "stash", "list"),
+        "index": (repo / ".git" / "index").read_bytes(),
+    }
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """base commit = fixtures/preview/base, head commit = fixtures/preview/head, under app/."""
+    root = tmp_path / "repo"
+    (root / "app").mkdir(parents=True)
+    git(root, "init", "-q")
+    for f in (FIXTURES / "base").iterdir():
+        shutil.copy(f, root / "app" / f.name)
+    (root / "README.md").write_text("not part of the app\n")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "base")
+    for f in (FIXTURES / "head").iterdir():
+        shutil.copy(f, root / "app" / f.name)
+    git(root, "commit", "-qam", "head")
+    return root
+
+
+def diff(cwd: Path, monkeypatch: pytest.MonkeyPatch, *args: str):
+    monkeypatch.chdir(cwd)
+    return CliRunner().invoke(main, ["diff", *args])
+
+
+def test_revisions_match_directories(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # uncommitted and untracked changes must survive, untouched
+    (repo / "app" / "other.yaml").write_text((repo / "app" / "other.yaml").read_text()
+                                              + "# local edit\n")
+    (repo / "app" / "scratch.txt").write_text("untracked\n")
+    before = snapshot(repo)
+    result = diff(repo, monkeypatch, "--base", "HEAD~1", "--head", "HEAD", "app",
+                  "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert snapshot(repo) == before
+    data = json.loads(result.stdout)
+    assert data["base"]["kind"] == data["head"]["kind"] == "revision"
+    assert data["base"]["commit"] == git(repo, "rev-parse", "HEAD~1").strip()
+    classes = {c["name"]: c["class"] for c in data["clusters"]}
+    assert classes["training"] == "recreate" and classes["serving"] == "stale"
+    # sources name the app as the user knows it, never the temporary checkout
+    training = next(c for c in data["clusters"] if c["name"] == "training")
+    assert training["source"]["head"] == "app/clusters.yaml:2"
+
+    directories = diff(FIXTURES, monkeypatch, "--base", "base", "--head", "head",
+                       "--format", "json")
+    by_dir = {c["name"]: (c["class"], c["groups"], c["changes"])
+              for c in json.loads(directories.stdout)["clusters"]}
+    by_rev = {c["name"]: (c["class"], c["groups"], c["changes"]) for c in data["clusters"]}
+    assert by_rev == by_dir
+
+
+def test_revision_against_working_tree_from_inside_the_app(
+        repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # PATH defaults to "."; run from inside the app directory; the head side is the worktree
+    result = diff(repo / "app", monkeypatch, "--base", "HEAD~1", "--head", ".", "--exit-code")
+    assert result.exit_code == 3, result.output
+    assert "This merge recreates 2 RayClusters" in result.stdout
+
+
+def test_bad_yaml_at_base_revision(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (repo / "app" / "clusters.yaml").write_text("apiVersion: v1\nkind: [\n")
+    git(repo, "commit", "-qam", "broken")
+    shutil.copy(FIXTURES / "head" / "clusters.yaml", repo / "app" / "clusters.yaml")
+    git(repo, "commit", "-qam", "fixed")
+    before = snapshot(repo)
+    result = diff(repo, monkeypatch, "--base", "HEAD~1", "--head", "HEAD", "app")
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("raygitops: base: app/clusters.yaml:3: invalid YAML")
+    assert "raygitops-base-" not in result.stderr  # no temporary path
+    assert snapshot(repo) == before
+
+
+def test_app_missing_at_base_is_all_created(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (repo / "new-app").mkdir()
+    shutil.copy(FIXTURES / "head" / "clusters.yaml", repo / "new-app" / "c.yaml")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "new app")
+    result = diff(repo, monkeypatch, "--base", "HEAD~1", "--head", "HEAD", "new-app",
+                  "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert {c["class"] for c in data["clusters"]} == {"create"}
+    assert data["notes"] == ["new-app does not exist at base (HEAD~1)"]
+
+
+def test_unknown_revision(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = diff(repo, monkeypatch, "--base", "no-such-branch", "--head", "HEAD", "app")
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "raygitops: base: 'no-such-branch' is neither a directory nor a git revision")
+
+
+def test_path_at_neither_side(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    result = diff(repo, monkeypatch, "--base", "HEAD~1", "--head", "HEAD", "typo")
+    assert result.exit_code == 1
+    assert "exists at neither base" in result.stderr
+
+
+def test_symlinks_and_file_path(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a single file as PATH at two revisions
+    result = diff(repo, monkeypatch, "--base", "HEAD~1", "--head", "HEAD", "app/clusters.yaml",
+                  "--format", "json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["clusters"]) == 9
+    # a symlink inside the app is checked out as a symlink
+    (repo / "app" / "link.yaml").symlink_to("other.yaml")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "link")
+    result = diff(repo, monkeypatch, "--base", "HEAD~1", "--head", "HEAD", "app")
+    assert result.exit_code == 1  # the linked objects are now defined twice, at head
+    assert result.stderr.startswith("raygitops: head: app/")
+    assert "defined twice (first at app/link.yaml:1)" in result.stderr
+    assert "raygitops-head-" not in result.stderr
