@@ -1,0 +1,200 @@
+"""The Argo CD health check (argocd/health/raycluster.lua) on RayClusters of the real operator.
+
+A RayCluster rendered from examples/plain is driven through its states by the real KubeRay
+operator (kwok pods become Ready): created → ready → suspending → suspended → a raygitops
+recreate lock → resumed → ready; a second cluster whose head pod the API server rejects
+shows a failure. Every version of the object is captured with a watch (nothing transient is
+missed) and the Lua runs on each one (Lua 5.1 emulation of Argo CD's VM, argocd/health/evaluate.py).
+
+Set RAYGITOPS_CAPTURE_DIR to keep the captured objects (e.g. to refresh argocd/health/testdata).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from controlplane import ControlPlane
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "argocd" / "health"))
+import evaluate as luahealth  # noqa: E402
+
+LOCK = "raygitops.dev/recreate"
+
+
+class Watch:
+    """`kubectl get raycluster NAME -w -o json`: every version of the object, in order."""
+
+    def __init__(self, cp: ControlPlane, namespace: str, name: str):
+        argv = [str(cp.bin_dir / "kubectl"), f"--kubeconfig={cp.kubeconfig}", "get", "raycluster", name,
+                "-n", namespace, "--watch", "-o", "json"]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     env=cp.env, start_new_session=True)
+        self.objects: list[dict] = []
+        self.lock = threading.Lock()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        decoder = json.JSONDecoder()
+        buffer = ""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            buffer += line
+            while buffer.strip():
+                try:
+                    obj, end = decoder.raw_decode(buffer.lstrip())
+                except json.JSONDecodeError:
+                    break
+                buffer = buffer.lstrip()[end:]
+                with self.lock:
+                    self.objects.append(obj)
+
+    def snapshot(self) -> list[dict]:
+        with self.lock:
+            return list(self.objects)
+
+    def stop(self) -> list[dict]:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.thread.join(5)
+        return self.snapshot()
+
+
+def rendered_cluster(namespace: str, name: str) -> dict:
+    """examples/plain rendered by raygitops (template hashes included), the RayCluster only."""
+    res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(REPO / "examples" / "plain"),
+                          "--namespace", namespace], capture_output=True, text=True, check=True, timeout=60)
+    rc = next(d for d in yaml.safe_load_all(res.stdout) if d and d["kind"] == "RayCluster")
+    rc["metadata"]["name"] = name
+    rc["metadata"]["namespace"] = namespace
+    for group in rc["spec"]["workerGroupSpecs"]:
+        group.update(replicas=1, minReplicas=1)
+    return rc
+
+
+def get(cp: ControlPlane, namespace: str, name: str) -> dict:
+    return cp.kubectl_json("get", "raycluster", name, "-n", namespace)
+
+
+def patch(cp: ControlPlane, namespace: str, name: str, body: dict) -> None:
+    cp.kubectl("patch", "raycluster", name, "-n", namespace, "--type=merge", "-p", json.dumps(body))
+
+
+def condition(obj: dict, kind: str) -> str | None:
+    return next((c["status"] for c in obj.get("status", {}).get("conditions") or [] if c["type"] == kind), None)
+
+
+def wait_health(cp: ControlPlane, watch: Watch, status: str, timeout: float = 180, message: str = "") -> dict:
+    """Until the newest captured version evaluates to ``status``; returns that version."""
+
+    def newest() -> dict | None:
+        objects = watch.snapshot()
+        if objects and luahealth.evaluate(objects[-1])["status"] == status:
+            return objects[-1]
+        return None
+
+    return cp.wait_for(newest, timeout=timeout, message=message or f"health {status}")
+
+
+def keep(name: str, objects: list[dict]) -> None:
+    target = os.environ.get("RAYGITOPS_CAPTURE_DIR")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        Path(target, f"{name}.json").write_text(json.dumps(objects, indent=1))
+
+
+def health_trace(objects: list[dict]) -> list[tuple[str, str]]:
+    """(status, message) per captured version, consecutive duplicates collapsed."""
+    trace: list[tuple[str, str]] = []
+    for obj in objects:
+        h = luahealth.evaluate(obj)
+        if not trace or trace[-1] != (h["status"], h["message"]):
+            trace.append((h["status"], h["message"]))
+    return trace
+
+
+def test_health_through_the_lifecycle(control_plane: ControlPlane, namespace: str) -> None:
+    cp, name = control_plane, "health"
+    missing = [c for c in ("kwok", "kube-scheduler") if not cp.has(c)]
+    if missing:
+        pytest.skip(f"pods never become ready without {' and '.join(missing)}")
+    cp.apply(rendered_cluster(namespace, name), namespace)
+    watch = Watch(cp, namespace, name)
+    try:
+        wait_health(cp, watch, "Healthy", message="a new cluster becomes Healthy")
+
+        patch(cp, namespace, name, {"spec": {"suspend": True}})
+        suspended = wait_health(cp, watch, "Suspended", message="a user-suspended cluster is Suspended")
+        assert condition(suspended, "RayClusterSuspended") == "True"
+
+        # raygitops' recreate: the same suspend, but the hook holds the lock -> Progressing
+        lock = {"target": {"head": "h1-0000000000000000"}, "phase": "drain",
+                "holder": "raygitops-presync-e2e", "renewedAt": "2026-12-01T00:00:00Z"}
+        patch(cp, namespace, name, {"metadata": {"annotations": {LOCK: json.dumps(lock)}}})
+        locked = wait_health(cp, watch, "Progressing", timeout=30, message="the recreate lock shows Progressing")
+        assert LOCK in locked["metadata"]["annotations"] and locked["spec"]["suspend"] is True
+        # the hook's resume: unlock + suspend false in one patch
+        patch(cp, namespace, name, {"metadata": {"annotations": {LOCK: None}}, "spec": {"suspend": False}})
+        wait_health(cp, watch, "Healthy", message="the resumed cluster becomes Healthy again")
+    finally:
+        objects = watch.stop()
+        keep("lifecycle", objects)
+
+    trace = health_trace(objects)
+    statuses = [s for s, _ in trace]
+    # the watch starts after the apply: the first version seen is still being created, or ready
+    assert statuses[0] in ("Progressing", "Healthy"), trace
+    # the order the states must appear in (other Progressing steps may sit in between)
+    expected = ["Healthy", "Suspended", "Progressing", "Healthy"]
+    position = 0
+    for status in statuses:
+        if position < len(expected) and status == expected[position]:
+            position += 1
+    assert position == len(expected), trace
+    # A loaded machine can make kwok miss node heartbeats: the pods then turn unready and the
+    # operator reports HeadPodReady False (seen once as reason "Unknown"). That is a true
+    # Degraded, and the only one allowed on this healthy path.
+    assert all(m.startswith("Head pod is not ready") for s, m in trace if s == "Degraded"), trace
+    # every version in between, as the operator wrote it, maps to the expected state
+    for obj in objects:
+        h = luahealth.evaluate(obj)
+        if LOCK in obj["metadata"].get("annotations", {}):
+            assert h["status"] == "Progressing" and "raygitops" in h["message"], h
+        elif condition(obj, "RayClusterSuspending") == "True":
+            assert h["status"] == "Progressing" and "Suspending" in h["message"], h
+        elif obj["spec"].get("suspend") and condition(obj, "RayClusterSuspended") == "True":
+            assert h["status"] == "Suspended", h
+    # the suspending step was seen: the operator persists RayClusterSuspending=True before deleting pods
+    assert any(condition(o, "RayClusterSuspending") == "True" for o in objects), trace
+
+
+def test_health_of_a_cluster_whose_pods_cannot_be_created(control_plane: ControlPlane, namespace: str) -> None:
+    cp, name = control_plane, "health-broken"
+    rc = rendered_cluster(namespace, name)
+    head = rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    head["resources"] = {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}  # the API server rejects the pod
+    cp.apply(rc, namespace)
+    watch = Watch(cp, namespace, name)
+    try:
+        degraded = wait_health(cp, watch, "Degraded", timeout=60, message="a cluster without head pod is Degraded")
+    finally:
+        objects = watch.stop()
+        keep("replica-failure", objects)
+    message = luahealth.evaluate(degraded)["message"]
+    assert "ReplicaFailure" in message and "FailedCreateHeadPod" in message, message
+    assert condition(degraded, "ReplicaFailure") == "True"

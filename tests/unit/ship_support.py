@@ -1,0 +1,152 @@
+"""raygitops installed the way the image installs it, for the ship tests (not a test module).
+
+`image_venv()` copies the wheel's sources (what .dockerignore lets into the Docker build
+context), builds the wheel with ``pip wheel --no-deps``, and installs it with its
+dependencies into a fresh virtualenv in a world-readable temp dir — once per process. The
+base interpreter is one a non-root user can run (tests run as root here, and a pyenv Python
+under /root is not readable by others), so the CMP tests can run ``raygitops`` as uid 65534.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+NOBODY = 65534
+_cache: dict[str, Path] = {}
+
+
+class VenvUnavailable(Exception):
+    pass
+
+
+def as_nobody_prefix() -> list[str] | None:
+    """argv prefix that drops root to uid/gid 65534; [] when not root; None if impossible."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv"):
+        return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--"]
+    if shutil.which("runuser"):
+        return ["runuser", "-u", "nobody", "--"]
+    return None
+
+
+def _usable_python() -> str:
+    prefix = as_nobody_prefix() or []
+    candidates = [sys.executable, "/usr/local/bin/python3", "/usr/bin/python3"]
+    for python in dict.fromkeys(candidates):
+        if not os.access(python, os.X_OK):
+            continue
+        probe = subprocess.run([*prefix, python, "-c", "import venv, ensurepip"], capture_output=True,
+                               cwd="/", timeout=60)
+        if probe.returncode == 0:
+            return python
+    raise VenvUnavailable(f"no Python interpreter with venv/ensurepip runnable by a non-root user among {candidates}")
+
+
+def build_context(dest: Path) -> Path:
+    """The Docker build context: pyproject.toml, README.md, plugin/ (no caches, no egg-info)."""
+    dest.mkdir(parents=True)
+    shutil.copy2(REPO / "pyproject.toml", dest)
+    shutil.copy2(REPO / "README.md", dest)
+    shutil.copytree(REPO / "plugin", dest / "plugin",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
+    return dest
+
+
+def image_venv() -> Path:
+    """Path of the venv (``bin/raygitops`` inside); built on first use."""
+    if "venv" in _cache:
+        return _cache["venv"]
+    root = Path(tempfile.mkdtemp(prefix="raygitops-ship-"))
+    atexit.register(shutil.rmtree, root, True)
+    root.chmod(0o755)
+    python = _usable_python()
+    context = build_context(root / "context")
+    wheels = root / "wheels"
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1")
+    run = lambda *argv, cwd=None: subprocess.run(  # noqa: E731
+        argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    res = run(sys.executable, "-m", "pip", "wheel", "--no-deps", "--wheel-dir", str(wheels), ".", cwd=context)
+    if res.returncode != 0:
+        raise VenvUnavailable(f"pip wheel failed: {res.stderr.strip()[-2000:]}")
+    wheel = next(wheels.glob("raygitops-*.whl"))
+    venv = root / "venv"
+    # A fresh venv filled by this process's pip (`pip --python`, pip >= 22.3): no ensurepip,
+    # and --no-compile skips byte-compiling the kubernetes client (most of the time).
+    res = run(python, "-m", "venv", "--without-pip", str(venv))
+    if res.returncode == 0:
+        res = run(sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+                  "--quiet", "--no-compile", str(wheel))
+    if res.returncode != 0:  # older pip: a venv with its own pip
+        shutil.rmtree(venv, ignore_errors=True)
+        res = run(python, "-m", "venv", str(venv))
+        if res.returncode != 0:
+            raise VenvUnavailable(f"venv failed: {res.stderr.strip()[-2000:]}")
+        res = run(str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile", str(wheel))
+    if res.returncode != 0:
+        raise VenvUnavailable(f"pip install of the wheel failed: {res.stderr.strip()[-2000:]}")
+    for p in [root, *root.rglob("*")]:
+        if not p.is_symlink():
+            p.chmod(p.stat().st_mode | 0o444 | (0o111 if p.is_dir() else 0))
+    _cache["venv"], _cache["wheel"] = venv, wheel
+    return venv
+
+
+def built_wheel() -> Path:
+    image_venv()
+    return _cache["wheel"]
+
+
+# ----------------------------------------------------------------------------- external inputs
+
+ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
+ARGOCD_VERSION = "v3.5.1"  # the release /work/shared/reference/argocd.md was written against
+
+
+def go_binary() -> str | None:
+    go = shutil.which("go")
+    if go is None and os.access("/usr/local/go/bin/go", os.X_OK):
+        go = "/usr/local/go/bin/go"
+    return go
+
+
+def argocd_module_dir() -> Path | None:
+    """Argo CD's Go module (manifests/, CRDs) in GOMODCACHE, downloaded if needed; None if not
+    obtainable. Read at test time only: nothing of it is copied into the repository."""
+    if "argocd" in _cache:
+        return _cache["argocd"]
+    go = go_binary()
+    found: Path | None = None
+    if go is not None:
+        res = subprocess.run([go, "mod", "download", "-json", f"{ARGOCD_MODULE}@{ARGOCD_VERSION}"],
+                             capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
+        try:
+            info = json.loads(res.stdout)
+        except json.JSONDecodeError:
+            info = {}
+        if res.returncode == 0 and info.get("Dir") and Path(info["Dir"], "manifests").is_dir():
+            found = Path(info["Dir"])
+    _cache["argocd"] = found  # type: ignore[assignment]
+    return found
+
+
+def kubectl_binary() -> str | None:
+    """kubectl of the e2e build (tests/e2e/build.sh), else one on PATH."""
+    sys.path.insert(0, str(REPO / "tests" / "e2e"))
+    try:
+        import controlplane
+
+        built = controlplane.cache_dir() / "bin" / "kubectl"
+        if os.access(built, os.X_OK):
+            return str(built)
+    except Exception:  # noqa: BLE001 - the e2e helpers are optional here
+        pass
+    return shutil.which("kubectl")

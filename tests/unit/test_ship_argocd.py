@@ -1,0 +1,254 @@
+"""argocd/: the kustomize component (sidecar + plugin ConfigMap + health check) and the example
+Application, rendered and checked offline.
+
+The component is applied with `kubectl kustomize` to an overlay over (a) a minimal fixture of
+Argo CD's argocd-repo-server Deployment and argocd-cm, and (b) Argo CD's real install.yaml from
+its Go module in GOMODCACHE (downloaded at test time, never copied into the repository) when
+obtainable. The Application is checked against the Application CRD's OpenAPI schema from the
+same module (field names and types); tests/e2e/test_ship_manifests.py validates both on a real
+API server with a server-side dry-run.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ship_support  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+ARGOCD = REPO / "argocd"
+HEALTH_KEY = "resource.customizations.health.ray.io_RayCluster"
+CMP_DIR = "/home/argocd/cmp-server"
+
+# Modelled on manifests/base/repo-server/argocd-repo-server-deployment.yaml (v3.5.1), trimmed.
+FIXTURE_REPO_SERVER: dict[str, Any] = {
+    "apiVersion": "apps/v1", "kind": "Deployment",
+    "metadata": {"name": "argocd-repo-server", "labels": {"app.kubernetes.io/name": "argocd-repo-server"}},
+    "spec": {
+        "selector": {"matchLabels": {"app.kubernetes.io/name": "argocd-repo-server"}},
+        "template": {
+            "metadata": {"labels": {"app.kubernetes.io/name": "argocd-repo-server"}},
+            "spec": {
+                "serviceAccountName": "argocd-repo-server",
+                "automountServiceAccountToken": False,
+                "initContainers": [{
+                    "name": "copyutil", "image": "quay.io/argoproj/argocd:latest",
+                    "command": ["/bin/cp", "-n", "/usr/local/bin/argocd", "/var/run/argocd/argocd-cmp-server"],
+                    "volumeMounts": [{"name": "var-files", "mountPath": "/var/run/argocd"}],
+                }],
+                "containers": [{
+                    "name": "argocd-repo-server", "image": "quay.io/argoproj/argocd:latest",
+                    "args": ["/usr/local/bin/argocd-repo-server"],
+                    "volumeMounts": [
+                        {"name": "tmp", "mountPath": "/tmp"},
+                        {"name": "plugins", "mountPath": "/home/argocd/cmp-server/plugins"},
+                    ],
+                }],
+                "volumes": [
+                    {"name": "tmp", "emptyDir": {}},
+                    {"name": "var-files", "emptyDir": {}},
+                    {"name": "plugins", "emptyDir": {}},
+                ],
+            },
+        },
+    },
+}
+FIXTURE_ARGOCD_CM: dict[str, Any] = {
+    "apiVersion": "v1", "kind": "ConfigMap",
+    "metadata": {"name": "argocd-cm", "labels": {"app.kubernetes.io/name": "argocd-cm"}},
+    "data": {"timeout.reconciliation": "180s"},
+}
+
+
+@pytest.fixture(scope="module")
+def kubectl() -> str:
+    found = ship_support.kubectl_binary()
+    if not found:
+        pytest.skip("no kubectl (tests/e2e/build.sh builds one): kustomize rendering not checked")
+    return found
+
+
+@pytest.fixture(scope="module")
+def argocd_module() -> Path:
+    found = ship_support.argocd_module_dir()
+    if found is None:
+        pytest.skip(f"{ship_support.ARGOCD_MODULE}@{ship_support.ARGOCD_VERSION} not obtainable from the Go module proxy")
+    return found
+
+
+def build(kubectl: str, overlay: Path) -> list[dict]:
+    res = subprocess.run([kubectl, "kustomize", str(overlay)], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    return [d for d in yaml.safe_load_all(res.stdout) if d]
+
+
+def write_overlay(overlay: Path, base_files: dict[str, str], with_component: bool = True) -> Path:
+    overlay.mkdir(parents=True, exist_ok=True)
+    for name, text in base_files.items():
+        (overlay / name).write_text(text)
+    kustomization: dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "namespace": "argocd", "resources": sorted(base_files),
+    }
+    if with_component:  # kustomize wants a relative path to a component
+        kustomization["components"] = [os.path.relpath(ARGOCD, overlay)]
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    return overlay
+
+
+def by_key(docs: list[dict]) -> dict[tuple[str, str], dict]:
+    return {(d["kind"], d["metadata"]["name"]): d for d in docs}
+
+
+def check_patched(docs: list[dict], base_docs: list[dict]) -> None:
+    objects = by_key(docs)
+    cmps = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("raygitops-cmp-")]
+    assert len(cmps) == 1, "one hash-suffixed ConfigMap: a new plugin.yaml rolls the repo-server"
+    cmp = cmps[0]
+    assert cmp["data"] == {"plugin.yaml": (ARGOCD / "plugin.yaml").read_text()}
+    assert cmp["metadata"]["namespace"] == "argocd"
+
+    deploy = objects[("Deployment", "argocd-repo-server")]
+    spec = deploy["spec"]["template"]["spec"]
+    base_spec = by_key(base_docs)[("Deployment", "argocd-repo-server")]["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in spec["containers"]}
+    assert set(containers) == {c["name"] for c in base_spec["containers"]} | {"raygitops"}
+    for c in base_spec["containers"]:  # the stock containers are untouched
+        assert containers[c["name"]] == c
+    assert spec["initContainers"] == base_spec["initContainers"]
+    assert deploy["spec"]["template"]["metadata"]["annotations"]["kubectl.kubernetes.io/default-container"] \
+        == "argocd-repo-server"
+
+    sidecar = containers["raygitops"]
+    assert sidecar["command"] == ["/var/run/argocd/argocd-cmp-server"]
+    assert "args" not in sidecar
+    sc = sidecar["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] == 999
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    mounts = {m["mountPath"]: m for m in sidecar["volumeMounts"]}
+    assert mounts["/var/run/argocd"]["name"] == "var-files"
+    assert mounts[f"{CMP_DIR}/plugins"]["name"] == "plugins"
+    plugin_mount = mounts[f"{CMP_DIR}/config/plugin.yaml"]
+    assert plugin_mount["subPath"] == "plugin.yaml"
+    assert volumes[plugin_mount["name"]]["configMap"]["name"] == cmp["metadata"]["name"]
+    tmp = mounts["/tmp"]
+    assert "emptyDir" in volumes[tmp["name"]]
+    repo_tmp = {m["mountPath"]: m["name"] for m in containers["argocd-repo-server"]["volumeMounts"]}.get("/tmp")
+    assert tmp["name"] != repo_tmp, "the sidecar needs its own /tmp, never the repo-server's"
+    for c in [*spec["containers"], *spec.get("initContainers", [])]:
+        for m in c.get("volumeMounts", []):
+            assert m["name"] in volumes, f"{c['name']} mounts unknown volume {m['name']}"
+    # the stock volumes the sidecar shares are still emptyDirs
+    assert "emptyDir" in volumes["var-files"] and "emptyDir" in volumes["plugins"]
+
+    cm = objects[("ConfigMap", "argocd-cm")]
+    base_cm = by_key(base_docs)[("ConfigMap", "argocd-cm")]
+    assert cm["data"][HEALTH_KEY] == (ARGOCD / "health" / "raycluster.lua").read_text()
+    assert {k: v for k, v in cm["data"].items() if k != HEALTH_KEY} == (base_cm.get("data") or {})
+    assert cm["metadata"]["labels"] == base_cm["metadata"]["labels"]
+
+    # nothing else changes
+    base = by_key(base_docs)
+    for key, obj in objects.items():
+        if key in base and key not in {("Deployment", "argocd-repo-server"), ("ConfigMap", "argocd-cm")}:
+            assert obj == base[key], key
+    assert set(objects) - set(base) == {("ConfigMap", cmp["metadata"]["name"])}
+
+
+def test_component_on_minimal_fixture(kubectl: str, tmp_path: Path) -> None:
+    files = {"repo-server.yaml": yaml.safe_dump(FIXTURE_REPO_SERVER), "argocd-cm.yaml": yaml.safe_dump(FIXTURE_ARGOCD_CM)}
+    base = build(kubectl, write_overlay(tmp_path / "base", files, with_component=False))
+    docs = build(kubectl, write_overlay(tmp_path / "overlay", files))
+    check_patched(docs, base)
+
+
+def test_component_on_argocd_install(kubectl: str, argocd_module: Path, tmp_path: Path) -> None:
+    files = {"install.yaml": (argocd_module / "manifests" / "install.yaml").read_text()}
+    base = build(kubectl, write_overlay(tmp_path / "base", files, with_component=False))
+    docs = build(kubectl, write_overlay(tmp_path / "overlay", files))
+    check_patched(docs, base)
+
+
+def test_component_shape() -> None:
+    component = yaml.safe_load((ARGOCD / "kustomization.yaml").read_text())
+    assert component["kind"] == "Component"
+    assert "resources" not in component, "Argo CD's own manifests are the user's resource, not ours"
+    assert {p["path"] for p in component["patches"]} == {"repo-server-sidecar.yaml", "argocd-cm-health.yaml"}
+    assert "https://" in (ARGOCD / "kustomization.yaml").read_text(), "the comment shows the remote base"
+
+
+# ----------------------------------------------------------------------------- Application
+
+
+APPLICATION = yaml.safe_load((ARGOCD / "application.yaml").read_text())
+
+
+def test_application_shape() -> None:
+    app = APPLICATION
+    assert app["apiVersion"] == "argoproj.io/v1alpha1" and app["kind"] == "Application"
+    src = app["spec"]["source"]
+    assert (REPO / src["path"] / "raygitops.yaml").is_file(), "points at an example app"
+    assert src["plugin"]["name"] == "raygitops-v1"
+    plugin = yaml.safe_load((ARGOCD / "plugin.yaml").read_text())
+    announced = {p["name"] for p in plugin["spec"]["parameters"]["static"]}
+    assert {p["name"] for p in src["plugin"].get("parameters", [])} <= announced
+    ignore = app["spec"]["ignoreDifferences"]
+    assert {"group": "ray.io", "kind": "RayCluster", "jqPathExpressions": [".spec.workerGroupSpecs[].replicas"]} in ignore
+    assert "RespectIgnoreDifferences=true" in app["spec"]["syncPolicy"]["syncOptions"]
+
+
+def _check_schema(value: Any, schema: dict, path: str, errors: list[str]) -> None:
+    """Unknown fields and basic types against a structural OpenAPI v3 schema."""
+    types = {"object": dict, "array": list, "string": str, "boolean": bool, "integer": int}
+    kind = schema.get("type")
+    if schema.get("x-kubernetes-int-or-string"):
+        if not isinstance(value, (int, str)):
+            errors.append(f"{path}: expected int or string")
+        return
+    if kind in types and not isinstance(value, types[kind]):
+        errors.append(f"{path}: expected {kind}, got {type(value).__name__}")
+        return
+    if isinstance(value, dict):
+        if "properties" not in schema and "additionalProperties" not in schema:
+            return  # e.g. metadata: validated by the API server's own ObjectMeta schema
+        props = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        for key, item in value.items():
+            if key in props:
+                _check_schema(item, props[key], f"{path}.{key}", errors)
+            elif isinstance(extra, dict):
+                _check_schema(item, extra, f"{path}.{key}", errors)
+            elif not schema.get("x-kubernetes-preserve-unknown-fields"):
+                errors.append(f"{path}.{key}: unknown field")
+        for key in schema.get("required", []):
+            if key not in value:
+                errors.append(f"{path}.{key}: required")
+    elif isinstance(value, list) and "items" in schema:
+        for i, item in enumerate(value):
+            _check_schema(item, schema["items"], f"{path}[{i}]", errors)
+
+
+def test_application_against_crd_schema(argocd_module: Path) -> None:
+    crd = yaml.safe_load((argocd_module / "manifests" / "crds" / "application-crd.yaml").read_text())
+    version = next(v for v in crd["spec"]["versions"] if v["name"] == APPLICATION["apiVersion"].split("/")[1])
+    schema = version["schema"]["openAPIV3Schema"]
+    body = APPLICATION
+    errors: list[str] = []
+    _check_schema(body, schema, "Application", errors)
+    assert not errors, errors
+    # the checker does catch a typo
+    bad = copy.deepcopy(body)
+    bad["spec"]["ignoreDifferences"][0]["jqPathExpression"] = ["x"]
+    errors = []
+    _check_schema(bad, schema, "Application", errors)
+    assert any("jqPathExpression: unknown field" in e for e in errors), errors
