@@ -1,24 +1,19 @@
-"""Shared test helpers: where the project's shared reference material lives."""
+"""Fixtures shared by every test tier."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
-SHARED = REPO.parent / "shared"
-CORPUS = SHARED / "corpus" / "kuberay-v1.7.0"
-CRDS = SHARED / "crds"
-
-
-def corpus_files() -> list[Path]:
-    """The KubeRay sample manifests (empty when ../shared is absent)."""
-    return sorted(CORPUS.glob("*.yaml")) if CORPUS.is_dir() else []
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sharedpaths import CORPUS, corpus_files  # noqa: E402
 
 
 @pytest.fixture
 def corpus() -> list[Path]:
+    """The KubeRay samples; skips cleanly when ../shared is absent."""
     files = corpus_files()
     if not files:
         pytest.skip(f"KubeRay corpus not found at {CORPUS}")

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from conftest import corpus_files  # noqa: E402
+from sharedpaths import corpus_files  # noqa: E402
 
 FALLBACK = {
     "apiVersion": "ray.io/v1",

@@ -19,10 +19,11 @@ bin=$cache/bin src=$cache/src stamps=$cache/stamps logs=$cache/logs
 mkdir -p "$bin" "$src" "$stamps" "$logs"
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false} -p=2"
 
-# step NAME VERSION FUNCTION: run FUNCTION unless the stamp for NAME@VERSION exists.
+# step NAME VERSION FUNCTION [OUTPUT]: run FUNCTION unless the stamp for NAME holds VERSION
+# and OUTPUT (default: bin/NAME) exists.
 step() {
-  local name=$1 version=$2 fn=$3 start=$SECONDS
-  if [[ -f $stamps/$name && $(<"$stamps/$name") == "$version" ]]; then
+  local name=$1 version=$2 fn=$3 output=${4:-$bin/$1} start=$SECONDS
+  if [[ -f $stamps/$name && $(<"$stamps/$name") == "$version" && -e $output ]]; then
     echo "build.sh: $name $version up to date"; return 0
   fi
   echo "build.sh: building $name $version (log: $logs/$name.log)"
@@ -96,7 +97,7 @@ build_kwok() {
 # Two lanes: the Kubernetes binaries share one module and the build cache; the others
 # download and compile meanwhile. Essentials first in each lane.
 kube_lane() {
-  step kube-module "$KUBERNETES_VERSION" build_kube_module
+  step kube-module "$KUBERNETES_VERSION" build_kube_module "$src/kubernetes/go.sum"
   step kube-apiserver "$KUBERNETES_VERSION" build_kube_apiserver
   step kubectl "$KUBERNETES_VERSION" build_kubectl
   step kube-controller-manager "$KUBERNETES_VERSION" build_kube_controller_manager

@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# `import controlplane` (also done by tests/reliability and e2e test modules): one module object
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import controlplane  # noqa: E402
 
@@ -26,7 +28,8 @@ REQUIRE = os.environ.get("RAYGITOPS_REQUIRE_E2E") == "1"
 _plane: controlplane.ControlPlane | None = None
 _unavailable: str | None = None
 try:
-    controlplane.locate_binaries()
+    # RAYGITOPS_REQUIRE_E2E=1 (CI): kwok and kube-scheduler are required too
+    controlplane.locate_binaries(controlplane.REQUIRED + (controlplane.OPTIONAL if REQUIRE else ()))
 except controlplane.Unavailable as exc:
     _unavailable = str(exc)
 
@@ -53,8 +56,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = outcome.get_result()
     if report.skipped and _unavailable and isinstance(report.longrepr, tuple):
         # one location for the whole suite, so that `-ra` prints ONE line
-        report.longrepr = (str(Path(__file__).relative_to(Path.cwd(), walk_up=False))
-                           if Path.cwd() in Path(__file__).parents else __file__, 1, f"Skipped: {_unavailable}")
+        report.longrepr = (os.path.relpath(__file__), 1, f"Skipped: {_unavailable}")
     if report.failed and _plane is not None and "control_plane" in getattr(item, "fixturenames", ()):
         report.sections.append(("control plane logs", _plane.logs(tail=40)))
 

@@ -26,7 +26,8 @@ ControlPlane API
 ``.env``             os.environ + KUBECONFIG + PATH starting with bin_dir (for subprocesses,
                      e.g. running ``raygitops presync``)
 ``.versions``        dict of versions.env
-``.kubectl(*args, input=None, check=True, timeout=60)`` -> CompletedProcess (text)
+``.kubectl(*args, input=None, check=True, timeout=60)`` -> CompletedProcess (text); raises
+                     KubectlError (a CalledProcessError whose str() shows stderr) if check
 ``.kubectl_json(*args)``  -> parsed ``-o json`` output
 ``.apply(obj_or_yaml, namespace=None)``  server-side apply of a dict / list / YAML text
 ``.get(kind, name, namespace)`` -> dict or None
@@ -36,7 +37,13 @@ ControlPlane API
 ``.create_service_account(name, namespace)``; ``.create_token(sa, namespace, duration="1h")``
 ``.has(component)``  whether e.g. "kwok" / "kube-scheduler" runs
 ``.stop_operator()`` / ``.start_operator()`` / ``.operator_running``
+``.operator_log_mark()`` + ``.wait_operator_reconciled(name, namespace, since=mark)``: proof
+                     that the operator has seen a change (KubeRay 1.5 leaves
+                     status.observedGeneration stale)
 ``.logs(component=None, tail=60)`` -> str (tail of one or all component logs)
+``.pki.dir``         ca.crt (trust it to reach ``.server``), admin.crt/key, sa.key/pub
+``.workdir``         temp dir (``logs/``, certs, etcd data); kept with RAYGITOPS_E2E_KEEP=1
+``.startup_timings`` seconds since start at which each phase was ready
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -67,6 +75,17 @@ VERSIONS_FILE = E2E_DIR / "versions.env"
 REQUIRED = ("etcd", "kube-apiserver", "kubectl", "ray-operator", "kube-controller-manager")
 OPTIONAL = ("kube-scheduler", "kwok")
 KWOK_NODES = 3
+
+
+class KubectlError(subprocess.CalledProcessError):
+    """A failed kubectl call; str() includes its stderr."""
+
+    def __str__(self) -> str:
+        return f"{super().__str__()}\nstderr: {(self.stderr or '').strip()}"
+
+
+class ComponentExited(RuntimeError):
+    """A component process died; wait_for() stops polling at once."""
 
 
 class Unavailable(Exception):
@@ -96,10 +115,10 @@ def cache_dir(versions: dict[str, str] | None = None) -> Path:
     return Path(base) / versions["E2E_VERSIONS_KEY"]
 
 
-def locate_binaries() -> Path:
-    """The bin dir holding every REQUIRED binary, else raise Unavailable."""
+def locate_binaries(required: Iterable[str] = REQUIRED) -> Path:
+    """The bin dir holding every `required` binary, else raise Unavailable."""
     bin_dir = cache_dir() / "bin"
-    missing = [b for b in REQUIRED if not os.access(bin_dir / b, os.X_OK)]
+    missing = [b for b in required if not os.access(bin_dir / b, os.X_OK)]
     if missing:
         go = shutil.which("go") or (
             "/usr/local/go/bin/go" if os.access("/usr/local/go/bin/go", os.X_OK) else None
@@ -151,6 +170,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 60, interval: float 
     while True:
         try:
             last = predicate()
+        except ComponentExited:
+            raise
         except Exception as exc:  # keep polling through transient errors, report the last one
             last = exc
         else:
@@ -235,6 +256,16 @@ class PKI:
         return base64.b64encode((self.dir / name).read_bytes()).decode()
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it if pytest dies without cleaning up (Linux)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class Component:
     """One process in its own process group, output to <workdir>/logs/<name>.log."""
 
@@ -250,7 +281,9 @@ class Component:
         log.write(f"\n=== start {time.strftime('%H:%M:%S')}: {' '.join(self.argv)}\n".encode())
         log.flush()
         self.proc = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     env=self.env, start_new_session=True)
+                                     env=self.env, start_new_session=True,
+                                     # the signal fires when the forking *thread* exits: main thread only
+                                     preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None)
         log.close()
 
     @property
@@ -259,7 +292,7 @@ class Component:
 
     def check_alive(self) -> None:
         if self.proc is not None and self.proc.poll() is not None:
-            raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{self.tail(30)}")
+            raise ComponentExited(f"{self.name} exited with {self.proc.returncode}:\n{self.tail(30)}")
 
     def stop(self, timeout: float = 10) -> None:
         if self.proc is None:
@@ -303,7 +336,8 @@ class ControlPlane:
         self.kubeconfig = str(self.workdir / "admin.kubeconfig")
         self.components: dict[str, Component] = {}
         self.server = ""
-        self.env = dict(os.environ, KUBECONFIG=self.kubeconfig,
+        # kubectl's discovery cache is keyed by host:port, new every session: keep it here
+        self.env = dict(os.environ, KUBECONFIG=self.kubeconfig, KUBECACHEDIR=str(self.workdir / "kube-cache"),
                         PATH=f"{self.bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
 
     # --- lifecycle
@@ -318,34 +352,41 @@ class ControlPlane:
 
     def _start(self) -> None:
         t0 = time.monotonic()
+        self.startup_timings: dict[str, float] = {}
+
+        def phase(name: str) -> None:
+            self.startup_timings[name] = round(time.monotonic() - t0, 1)
+
         self.pki = PKI(self.workdir / "pki")
         self._start_etcd()
+        phase("etcd")
         self._start_apiserver()
         self._write_kubeconfig()
+        phase("kube-apiserver")
+        # scheduler and kwok need no CRDs: they warm up while the CRDs install
+        if self._built("kube-scheduler"):
+            self._run("kube-scheduler", ["--kubeconfig", self.kubeconfig, "--leader-elect=false", "--secure-port=0"])
+        if self._built("kwok"):
+            self._start_kwok()
+            phase("kwok nodes")
         self._install_crds()
-        self._run("kube-controller-manager", [
-            "--kubeconfig", self.kubeconfig, "--authentication-kubeconfig", self.kubeconfig,
-            "--authorization-kubeconfig", self.kubeconfig, "--leader-elect=false",
-            "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-            f"--cert-dir={self.workdir / 'kcm-certs'}",
+        phase("CRDs")
+        # after the CRDs: the garbage collector only maps owner kinds discovered at start-up
+        # (it re-discovers every 30 s)
+        self._run("kube-controller-manager", [  # --secure-port=0: no HTTPS endpoint of its own
+            "--kubeconfig", self.kubeconfig, "--leader-elect=false", "--secure-port=0",
             f"--service-account-private-key-file={self.pki.path('sa.key')}",
             f"--root-ca-file={self.pki.path('ca.crt')}",
             "--use-service-account-credentials=false", "--controllers=*",
             "--concurrent-gc-syncs=5", "--concurrent-namespace-syncs=5",
         ])
-        if self._built("kube-scheduler"):
-            self._run("kube-scheduler", [
-                "--kubeconfig", self.kubeconfig, "--authentication-kubeconfig", self.kubeconfig,
-                "--authorization-kubeconfig", self.kubeconfig, "--leader-elect=false",
-                "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-                f"--cert-dir={self.workdir / 'scheduler-certs'}",
-            ])
-        if self._built("kwok"):
-            self._start_kwok()
         self.start_operator()
+        phase("ray-operator")
         wait_for(lambda: self._serviceaccount_exists("default", "default"), timeout=60,
                  message="the default ServiceAccount (kube-controller-manager)")
+        phase("ServiceAccounts")
         self.startup_seconds = time.monotonic() - t0
+        (self.log_dir / "startup.log").write_text(json.dumps(self.startup_timings) + "\n")
 
     def stop(self) -> None:
         for name in reversed(list(self.components)):
@@ -366,53 +407,78 @@ class ControlPlane:
     def _run(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Component:
         comp = self.components.get(name)
         if comp is None:
-            comp = self.components[name] = Component(name, [str(self.bin_dir / name), *args], self.log_dir, env)
+            comp = self.components[name] = Component(name, [], self.log_dir, env)
+        comp.argv, comp.env = [str(self.bin_dir / name), *args], env  # a restart may change ports
         comp.start()
         return comp
 
+    # Ports come from free_port() and may be taken by someone else (e.g. a concurrent test
+    # session) before the component binds them: then it exits and we retry with new ports.
+    # etcd speaks plain HTTP, so it is also checked to be *ours* (member name); the apiserver
+    # is identified by its TLS certificate.
+    START_ATTEMPTS = 3
+
     def _start_etcd(self) -> None:
-        client, peer = free_port(), free_port()
-        self.etcd_url = f"http://127.0.0.1:{client}"
-        etcd = self._run("etcd", [
-            f"--data-dir={self.workdir / 'etcd'}", "--name=default",
-            f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-cluster=default=http://127.0.0.1:{peer}",
-            "--unsafe-no-fsync=true", "--log-level=warn",
-        ])
+        name = unique_name("etcd")
+        for attempt in range(1, self.START_ATTEMPTS + 1):
+            client, peer = free_port(), free_port()
+            self.etcd_url = f"http://127.0.0.1:{client}"
+            etcd = self._run("etcd", [
+                f"--data-dir={self.workdir / f'etcd-{attempt}'}", f"--name={name}",
+                f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster={name}=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync=true", "--log-level=warn",
+            ])
 
-        def healthy() -> bool:
-            etcd.check_alive()
-            with urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2) as r:
-                return json.load(r).get("health") == "true"
+            def ours_and_healthy() -> bool:
+                etcd.check_alive()
+                members = urllib.request.Request(f"{self.etcd_url}/v3/cluster/member/list", data=b"{}", method="POST")
+                with urllib.request.urlopen(members, timeout=2) as r:
+                    if [m.get("name") for m in json.load(r).get("members", [])] != [name]:
+                        return False
+                with urllib.request.urlopen(f"{self.etcd_url}/health", timeout=2) as r:
+                    return json.load(r).get("health") == "true"
 
-        wait_for(healthy, timeout=30, interval=0.2, message="etcd /health")
+            try:
+                wait_for(ours_and_healthy, timeout=30, interval=0.2, message=f"etcd {name} /health")
+                etcd.check_alive()
+                return
+            except ComponentExited:
+                if attempt == self.START_ATTEMPTS:
+                    raise
 
     def _start_apiserver(self) -> None:
-        port = free_port()
-        self.server = f"https://127.0.0.1:{port}"
         p = self.pki.path
-        api = self._run("kube-apiserver", [
-            f"--etcd-servers={self.etcd_url}",
-            "--advertise-address=127.0.0.1", "--bind-address=127.0.0.1", f"--secure-port={port}",
-            f"--cert-dir={self.workdir / 'apiserver-certs'}",
-            f"--tls-cert-file={p('apiserver.crt')}", f"--tls-private-key-file={p('apiserver.key')}",
-            f"--client-ca-file={p('ca.crt')}",
-            "--authorization-mode=RBAC",
-            "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={p('sa.pub')}", f"--service-account-signing-key-file={p('sa.key')}",
-            "--endpoint-reconciler-type=none", "--profiling=false",
-        ])
-        ctx = ssl.create_default_context(cafile=p("ca.crt"))
+        ctx = ssl.create_default_context(cafile=p("ca.crt"))  # only our apiserver passes
         ctx.load_cert_chain(p("admin.crt"), p("admin.key"))
+        for attempt in range(1, self.START_ATTEMPTS + 1):
+            port = free_port()
+            self.server = f"https://127.0.0.1:{port}"
+            api = self._run("kube-apiserver", [
+                f"--etcd-servers={self.etcd_url}",
+                "--advertise-address=127.0.0.1", "--bind-address=127.0.0.1", f"--secure-port={port}",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                f"--tls-cert-file={p('apiserver.crt')}", f"--tls-private-key-file={p('apiserver.key')}",
+                f"--client-ca-file={p('ca.crt')}",
+                "--authorization-mode=RBAC",
+                "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={p('sa.pub')}", f"--service-account-signing-key-file={p('sa.key')}",
+                "--endpoint-reconciler-type=none", "--profiling=false",
+            ])
 
-        def ready() -> bool:
-            api.check_alive()
-            with urllib.request.urlopen(f"{self.server}/readyz", context=ctx, timeout=5) as r:
-                return r.status == 200
+            def ready() -> bool:
+                api.check_alive()
+                with urllib.request.urlopen(f"{self.server}/readyz", context=ctx, timeout=5) as r:
+                    return r.status == 200
 
-        wait_for(ready, timeout=90, interval=0.5, message="kube-apiserver /readyz")
+            try:
+                wait_for(ready, timeout=90, interval=0.5, message="kube-apiserver /readyz")
+                return
+            except ComponentExited:
+                if attempt == self.START_ATTEMPTS:
+                    raise
 
     def _write_kubeconfig(self) -> None:
         config = {
@@ -429,22 +495,26 @@ class ControlPlane:
     def _install_crds(self) -> None:
         crd_dir = kuberay_crd_dir(self.versions)
         self.crd_source = crd_dir
-        self.kubectl("create", "-f", str(crd_dir), timeout=120)
-        names = [yaml.safe_load(f.read_text())["metadata"]["name"] for f in sorted(crd_dir.glob("*.yaml"))]
-        self.kubectl("wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{n}" for n in names], timeout=90)
+        # `create`, not client-side `apply`: the CRDs exceed the last-applied annotation limit
+        created = self.kubectl("create", "-f", str(crd_dir), "-o", "name", timeout=120).stdout.split()
+
+        def established() -> bool:  # polled (not `kubectl wait`): transient API errors are retried
+            crds = self.kubectl_json("get", *created)
+            return all(any(c["type"] == "Established" and c["status"] == "True" for c in crd["status"].get("conditions", []))
+                       for crd in crds.get("items", [crds]))
+
+        wait_for(established, timeout=90, message="KubeRay CRDs Established")
 
     def _start_kwok(self) -> None:
         home = self.workdir / "kwok-home"  # kwok reads ~/.kwok/kwok.yaml: keep the user's out
         home.mkdir(exist_ok=True)
         self._run("kwok", ["--kubeconfig", self.kubeconfig, "--manage-all-nodes=true", "--cidr=10.244.0.0/16",
                            "--node-ip=127.0.0.1"], env=dict(os.environ, HOME=str(home)))
-        for i in range(KWOK_NODES):
-            self.apply({
-                "apiVersion": "v1", "kind": "Node",
-                "metadata": {"name": f"kwok-node-{i}", "labels": {"type": "kwok", "kubernetes.io/hostname": f"kwok-node-{i}"},
-                             "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
-                "spec": {},
-            })
+        self.apply([{
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": f"kwok-node-{i}", "labels": {"type": "kwok", "kubernetes.io/hostname": f"kwok-node-{i}"},
+                         "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"}},
+        } for i in range(KWOK_NODES)])
 
         def nodes_ready() -> bool:
             self.components["kwok"].check_alive()
@@ -476,13 +546,32 @@ class ControlPlane:
     def operator_running(self) -> bool:
         return self.has("ray-operator")
 
+    def operator_log_mark(self) -> int:
+        """A position in the operator's log; pass it to wait_operator_reconciled."""
+        return self.components["ray-operator"].log_path.stat().st_size
+
+    def wait_operator_reconciled(self, name: str, namespace: str, since: int, timeout: float = 30) -> None:
+        """Wait until the operator has logged a reconcile of RayCluster namespace/name after
+        `since` (an operator_log_mark()). KubeRay 1.5 does not keep status.observedGeneration
+        current (it only writes status when other fields change), so its log is the signal."""
+        needle = f'"RayCluster": {{"name":"{name}","namespace":"{namespace}"}}'
+        log = self.components["ray-operator"].log_path
+
+        def reconciled() -> bool:
+            with open(log, "rb") as f:
+                f.seek(since)
+                return needle in f.read().decode(errors="replace")
+
+        wait_for(reconciled, timeout=timeout, message=f"ray-operator reconciling RayCluster {namespace}/{name}")
+
     # --- API helpers
 
     def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-        argv = [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", *args]
+        argv = [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}",
+                f"--cache-dir={self.env['KUBECACHEDIR']}", *args]
         res = subprocess.run(argv, input=input, capture_output=True, text=True, env=self.env, timeout=timeout)
         if check and res.returncode != 0:
-            raise subprocess.CalledProcessError(res.returncode, argv, res.stdout, res.stderr)
+            raise KubectlError(res.returncode, argv, res.stdout, res.stderr)
         return res
 
     def kubectl_json(self, *args: str) -> Any:
@@ -494,7 +583,7 @@ class ControlPlane:
         if res.returncode != 0:
             if "NotFound" in res.stderr:
                 return None
-            raise subprocess.CalledProcessError(res.returncode, res.args, res.stdout, res.stderr)
+            raise KubectlError(res.returncode, res.args, res.stdout, res.stderr)
         return json.loads(res.stdout)
 
     def apply(self, obj: dict | list | str, namespace: str | None = None) -> subprocess.CompletedProcess:

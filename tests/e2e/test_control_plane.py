@@ -46,13 +46,17 @@ def test_serviceaccount_token_is_authenticated_and_rbac_enforced(control_plane, 
     assert _get(cp, path, "not-a-token") == 401
 
 
-def test_stopped_operator_creates_no_pods_until_restarted(control_plane, namespace):
-    cp = control_plane
-    cluster = {
-        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "paused"},
+def minimal_raycluster(name: str) -> dict:
+    return {
+        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": name},
         "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
             {"name": "ray-head", "image": "rayproject/ray:2.9.0"}]}}}},
     }
+
+
+def test_stopped_operator_creates_no_pods_until_restarted(control_plane, namespace):
+    cp = control_plane
+    cluster = minimal_raycluster("paused")
     cp.stop_operator()
     try:
         assert not cp.operator_running
@@ -66,9 +70,30 @@ def test_stopped_operator_creates_no_pods_until_restarted(control_plane, namespa
                 timeout=60, message="head pod after operator restart")
 
 
-def test_namespace_deletion_garbage_collects(control_plane):
+def test_deleted_raycluster_pods_are_garbage_collected(control_plane, namespace):
+    cp = control_plane
+    cp.apply(minimal_raycluster("gc"), namespace)
+    selector = ("get", "pods", "-n", namespace, "-l", "ray.io/cluster=gc")
+    cp.wait_for(lambda: cp.kubectl_json(*selector)["items"], timeout=60, message="head pod")
+    cp.kubectl("delete", "raycluster", "gc", "-n", namespace, "--wait=false")
+    cp.wait_for(lambda: not cp.kubectl_json(*selector)["items"], timeout=60,
+                message="pods of the deleted RayCluster garbage-collected (kube-controller-manager)")
+
+
+def test_garbage_collector_and_namespace_deletion(control_plane):
     cp = control_plane
     ns = cp.create_namespace(unique_name("e2e-gc"))
-    cp.kubectl("create", "configmap", "x", "-n", ns, "--from-literal=a=b")
+    owner = cp.kubectl_json("create", "configmap", "owner", "-n", ns)
+    cp.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "child", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}]}}, ns)
+    cp.kubectl("delete", "configmap", "owner", "-n", ns)
+    cp.wait_for(lambda: cp.get("configmap", "child", ns) is None, timeout=30, message="child garbage-collected")
     cp.delete_namespace(ns, wait=True)
     assert cp.get("namespace", ns) is None
+
+
+def test_python_client_accepts_kubeconfig(control_plane):
+    kubernetes = pytest.importorskip("kubernetes")
+    client = kubernetes.config.new_client_from_config(config_file=control_plane.kubeconfig)
+    crds = kubernetes.client.ApiextensionsV1Api(client).list_custom_resource_definition()
+    assert {"rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"} <= {c.metadata.name for c in crds.items}

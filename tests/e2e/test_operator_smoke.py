@@ -152,11 +152,10 @@ def test_template_change_alone_recreates_nothing(control_plane, namespace, sampl
     if cp.has("kwok") and cp.has("kube-scheduler"):
         wait_state(cp, namespace, name, "ready", timeout=90)
 
+    mark = cp.operator_log_mark()
     patch(cp, namespace, name, template_change_ops("h1-cccccccccccccccc", "rayproject/ray:2.58.0-py312-e2e"))
-    generation = raycluster(cp, namespace, name)["metadata"]["generation"]
-    cp.wait_for(lambda: raycluster(cp, namespace, name).get("status", {}).get("observedGeneration", 0) >= generation,
-                timeout=60, message="operator observed the template change")
-    time.sleep(5)  # give a (wrongly) recreating operator time to act
+    cp.wait_operator_reconciled(name, namespace, since=mark)
+    time.sleep(4)  # give a (wrongly) recreating operator time to act: its requeue period is 2 s
 
     after = live_pods(cp, namespace, name)
     assert uids(after) == uids(before), "a template change alone must not recreate pods (KubeRay < 1.6)"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from sharedpaths import REPO
 from raygitops.output import yaml_stream
 from raygitops.pipeline import render_app
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CRDS
+from sharedpaths import CRDS
 from crdschema import load_schema, validate
 from raygitops.hashing import HASHES_ANNOTATION
 from raygitops.pipeline import render_app
