@@ -304,6 +304,7 @@ def test_killed_hook_is_finished_by_the_next_run(csa_app: App, step: str):
         # the operator is down, so no pod goes away: the drain is deterministically in
         # progress when we kill the hook (kwok <= 0.7 strips finalizers, so those cannot hold a pod)
         app.plane.stop_operator()
+    proc = None
     try:
         proc = _spawn(app, plan, {"RAYGITOPS_TEST_PAUSE_AT": step})
         _wait_paused(proc, step)
@@ -314,6 +315,8 @@ def test_killed_hook_is_finished_by_the_next_run(csa_app: App, step: str):
         if step == "draining":
             assert live["spec"]["suspend"] is True and len(app.pods()) == 3
     finally:
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
         app.plane.start_operator()
     res = app.presync(plan)
     report = json.loads(res.stdout)

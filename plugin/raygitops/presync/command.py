@@ -1,0 +1,72 @@
+"""``raygitops presync``: the CLI of the PreSync hook (flags only; the work is in ``run``).
+
+Exit codes: 0 nothing to do or every cycle done; 1 a cluster failed, or a user error (bad
+plan, no credentials, API unreachable; one line on stderr); 2 internal error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from raygitops.cli import guarded
+from raygitops.errors import RaygitopsError
+from raygitops.plan import load_plan
+
+
+@click.command()
+@click.option("--plan", "plan_paths", multiple=True, required=True, metavar="FILE",
+              help="Plan file (plan.json, or plan.json.gz beside it). Repeat for several namespaces.")
+@click.option("--kubeconfig", default=None, help="Kubeconfig file (default: in-cluster credentials in a pod, "
+              "else $KUBECONFIG / ~/.kube/config).")
+@click.option("--context", default=None, help="Kubeconfig context.")
+@click.option("--dry-run", is_flag=True, help="Report what would happen; change nothing.")
+@click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds for the whole run [plan].")
+@click.option("--drain-grace", type=click.IntRange(min=0), default=None,
+              help="Seconds to wait for the operator to delete the pods before deleting them directly [plan].")
+@click.option("--max-parallel", type=click.IntRange(min=1), default=None, help="Clusters recreated at once [plan].")
+@click.option("--wait-ready/--no-wait-ready", default=None, help="Wait until the new pods are ready [plan].")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--lease-seconds", type=click.IntRange(min=1), default=60, show_default=True,
+              help="Lease of the recreate lock: a lock not renewed for this long is taken over.")
+@guarded
+def presync(plan_paths: tuple[str, ...], kubeconfig: str | None, context: str | None, dry_run: bool,
+            timeout: int | None, drain_grace: int | None, max_parallel: int | None, wait_ready: bool | None,
+            log_format: str, lease_seconds: int) -> None:
+    """PreSync hook: recreate the pods of drifted, opted-in RayClusters."""
+    from raygitops.presync.kubeapi import ApiError, Kube, load_credentials
+    from raygitops.presync.logs import RUN, Log
+    from raygitops.presync.run import RunOptions, run
+
+    plans = [load_plan(p) for p in plan_paths]
+    namespaces = [p.namespace for p in plans]
+    if len(set(namespaces)) != len(namespaces):
+        raise RaygitopsError(f"two plans for one namespace: {', '.join(namespaces)}")
+    settings = plans[0].settings
+    opts = RunOptions(
+        timeout=timeout if timeout is not None else settings.timeout_seconds,
+        drain_grace=drain_grace if drain_grace is not None else settings.drain_grace_seconds,
+        max_parallel=max_parallel if max_parallel is not None else settings.max_parallel,
+        wait_ready=wait_ready if wait_ready is not None else settings.wait_ready,
+        dry_run=dry_run,
+        lease_seconds=lease_seconds,
+    )
+    log = Log(log_format)
+    log.info(RUN, "start", f"raygitops presync{' (dry run)' if dry_run else ''}: "
+             f"{sum(len(p.clusters) for p in plans)} clusters in {', '.join(namespaces)}",
+             timeout=opts.timeout, drainGrace=opts.drain_grace, maxParallel=opts.max_parallel,
+             waitReady=opts.wait_ready)
+    kube = Kube(load_credentials(kubeconfig, context), pool_size=opts.max_parallel * 2 + 4)
+    try:
+        report = run(kube, plans, opts, log)
+    except ApiError as err:
+        raise RaygitopsError(f"Kubernetes API: {err}") from None
+    log.emit("error" if report.failed else "info", RUN, "summary", report.line())
+    if log_format == "json":
+        sys.stdout.write(json.dumps(report.to_json(), sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(f"raygitops presync: {report.line()}\n")
+    sys.stdout.flush()
+    sys.exit(1 if report.failed else 0)

@@ -1,0 +1,439 @@
+"""The recreate cycle of one RayCluster: a state machine whose state lives on the RayCluster.
+
+:func:`next_step` is pure: from the live object (its lock annotation and ``spec.suspend``)
+and who we are, it says what to do next.  :class:`Cycle` executes steps against the API
+(through :mod:`raygitops.presync.kubeapi`), re-reading and re-deciding after every write,
+so that a 409 (someone else wrote in between) is just another turn of the loop, and any hook
+run can finish a cycle another one started:
+
+    (no lock) ─ACQUIRE→ locked ─SUSPEND→ suspended ─DRAIN→ (0 pods) ─RESUME→ resumed
+        ─WAIT_READY→ (ready) ─UNLOCK→ (no lock, last-recreate written)
+
+A lock held by someone else is waited for (WAIT) while its lease is being renewed, and taken
+over (TAKEOVER) once it is not.  On failure after the suspend the cluster is resumed (with
+the desired spec) before the hook reports the failure.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from raygitops.plan import ClusterPlan
+from raygitops.presync import drift, events, patches
+from raygitops.presync import lock as locks
+from raygitops.presync.kubeapi import ApiError, Conflict, Gone
+from raygitops.presync.logs import Log
+
+# Steps
+GONE = "gone"
+ACQUIRE = "acquire"
+WAIT = "wait"
+TAKEOVER = "takeover"
+SUSPEND = "suspend"
+DRAIN = "drain"
+RESUME = "resume"
+WAIT_READY = "wait-ready"
+UNLOCK = "unlock"
+
+# Outcomes
+RECREATED = "recreated"
+IN_SYNC = "in-sync"
+FAILED = "failed"
+SKIPPED = "skipped"
+
+PAUSE_ENV = "RAYGITOPS_TEST_PAUSE_AT"
+PAUSE_STEPS = ("locked", "suspended", "draining", "resumed")
+MAX_CONFLICTS = 50
+POLL_SECONDS = 1.0
+
+
+class CycleError(Exception):
+    """The cycle cannot go on (timeout, lost lock, API error)."""
+
+
+class LostLock(CycleError):
+    """Another hook took the lock over: it finishes the cycle, not us."""
+
+
+def next_step(live: dict[str, Any] | None, holder: str, now: float, unchanged_for: float = 0.0) -> str:
+    """What to do next with this RayCluster (pure)."""
+    if live is None:
+        return GONE
+    text = drift.annotations(live).get(locks.LOCK_ANNOTATION)
+    if text is None:
+        return ACQUIRE
+    lock = locks.parse(text)
+    if lock is None:
+        return TAKEOVER  # unreadable: no live holder can be renewing it
+    if lock.holder != holder:
+        return TAKEOVER if lock.expired(now, unchanged_for) else WAIT
+    suspended = (live.get("spec") or {}).get("suspend") is True
+    if lock.phase == locks.LOCKED:
+        return SUSPEND
+    if lock.phase == locks.SUSPENDED:
+        return DRAIN if suspended else SUSPEND
+    return WAIT_READY
+
+
+def held_lock(live: dict[str, Any] | None) -> locks.Lock | None:
+    if live is None:
+        return None
+    return locks.parse(drift.annotations(live).get(locks.LOCK_ANNOTATION))
+
+
+@dataclass
+class Options:
+    deadline: float  # time.monotonic() by which the run must end
+    drain_grace: float
+    wait_ready: bool
+    lease_seconds: int = locks.DEFAULT_LEASE_SECONDS
+    resume_reserve: float = 15.0  # drain gives up this long before the deadline
+
+
+@dataclass
+class Outcome:
+    namespace: str
+    name: str
+    result: str
+    message: str
+    seconds: float = 0.0
+    drain_to_resume: float | None = None  # seconds from "0 pods seen" to the resume write
+
+
+def test_pause(step: str, log: Log, cluster: str) -> None:
+    """RAYGITOPS_TEST_PAUSE_AT=<step>: sleep at that step so a test can SIGKILL the hook
+    deterministically.  Steps: locked, suspended, draining, resumed.  Tests only."""
+    if os.environ.get(PAUSE_ENV) == step:
+        log.warn(cluster, step, f"{PAUSE_ENV}={step}: pausing (test hook)")
+        # bounded, so a test that dies before its kill leaves no hook behind for long
+        time.sleep(float(os.environ.get("RAYGITOPS_TEST_PAUSE_SECONDS", "120")))
+
+
+class Cycle:
+    def __init__(self, kube: Any, log: Log, namespace: str, plan: ClusterPlan, decision: drift.Decision,
+                 opts: Options, holder: str, clock: Callable[[], float] = time.time):
+        self.kube, self.log, self.ns, self.plan = kube, log, namespace, plan
+        self.decision, self.opts, self.holder, self.clock = decision, opts, holder, clock
+        self.key = f"{namespace}/{plan.name}"
+        self.target = plan.hashes.to_json()
+        self.live: dict[str, Any] | None = None
+        self.failure: str | None = None
+        self.recheck = False
+        self.recreated = False
+        self.drain_to_resume: float | None = None
+        self._renew_at = 0.0
+        self._seen_lock: tuple[str | None, float] = (None, time.monotonic())
+
+    # ------------------------------------------------------------------ helpers
+
+    def _event(self, reason: str, message: str) -> None:
+        if self.live is None:
+            return
+        try:
+            self.kube.create_event(self.ns, events.event_body(self.live, reason, message))
+        except ApiError as err:
+            self.log.warn(self.key, "event", f"cannot record Event {reason}: {err}")
+
+    def _get(self) -> dict[str, Any] | None:
+        self.live = self.kube.get_cluster(self.ns, self.plan.name)
+        return self.live
+
+    def _patch(self, patch: dict[str, Any]) -> dict[str, Any]:
+        self.live = self.kube.patch_cluster(self.ns, self.plan.name, patch)
+        return self.live
+
+    def _unchanged_for(self) -> float:
+        """How long this run has seen the same lock annotation value (lease by observation)."""
+        text = drift.annotations(self.live or {}).get(locks.LOCK_ANNOTATION)
+        if text != self._seen_lock[0]:
+            self._seen_lock = (text, time.monotonic())
+        return time.monotonic() - self._seen_lock[1]
+
+    def _left(self) -> float:
+        return self.opts.deadline - time.monotonic()
+
+    def _my_lock(self) -> locks.Lock:
+        lock = held_lock(self.live)
+        if lock is None or lock.holder != self.holder:
+            raise LostLock(f"lock taken over by {lock.holder if lock else 'nobody'}")
+        return lock
+
+    def _renew(self, force: bool = False) -> None:
+        """Renew the lease (GET + PATCH with resourceVersion; 409 → again)."""
+        if not force and time.monotonic() < self._renew_at:
+            return
+        for _ in range(MAX_CONFLICTS):
+            self._get()
+            lock = self._my_lock()
+            try:
+                self._patch(patches.lock_patch(self.live, lock.renewed(self.clock())))
+                break
+            except Conflict:
+                continue
+        self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self) -> Outcome:
+        start = time.monotonic()
+        try:
+            result, message = self._run()
+        except Exception as err:  # noqa: BLE001 - whatever broke, never leave the cluster suspended
+            message = str(err) if isinstance(err, (CycleError, ApiError)) else f"{type(err).__name__}: {err}"
+            result = FAILED
+            self.log.error(self.key, "failed", message)
+            if not isinstance(err, LostLock):
+                self._recover(message)
+        return Outcome(self.ns, self.plan.name, result, message, time.monotonic() - start,
+                       self.drain_to_resume)
+
+    def _run(self) -> tuple[str, str]:
+        conflicts = 0
+        fresh = False  # self.live is the answer to our last write: no need to GET again
+        while True:
+            if not fresh:
+                self._get()
+            fresh = False
+            step = next_step(self.live, self.holder, self.clock(), self._unchanged_for())
+            try:
+                if step == GONE:
+                    if self.recreated:
+                        return RECREATED, "recreated (the RayCluster was deleted since)"
+                    return SKIPPED, "the RayCluster was deleted"
+                if step == ACQUIRE:
+                    if self.recreated:
+                        return (RECREATED, "recreated") if not self.failure else (FAILED, self.failure)
+                    stale = drift.meta(self.live).get("resourceVersion") != self.decision.resource_version
+                    if (self.recheck or stale) and not self._still_drifted():
+                        return IN_SYNC, "in sync (another hook recreated it)"
+                    self._acquire()
+                elif step == WAIT:
+                    self._wait_other()
+                elif step == TAKEOVER:
+                    self._takeover()
+                elif step == SUSPEND:
+                    self._suspend()
+                elif step == DRAIN:
+                    self._drain()
+                    self._resume()
+                elif step == WAIT_READY:
+                    self._wait_ready()
+                    self._unlock()
+                fresh = step in (ACQUIRE, TAKEOVER, SUSPEND, DRAIN, WAIT_READY)
+            except Conflict:
+                conflicts += 1
+                if conflicts > MAX_CONFLICTS:
+                    raise CycleError(f"gave up after {conflicts} write conflicts") from None
+                self.log.info(self.key, step, "the RayCluster changed meanwhile (409): reading it again")
+
+    def _still_drifted(self) -> bool:
+        pods, _ = self.kube.list_pods(self.ns, f"{drift.CLUSTER_LABEL}={self.plan.name}")
+        decision = drift.decide(self.ns, self.plan, self.live, pods)
+        self.log.info(self.key, "check", f"re-checked after waiting: {decision.action}: {decision.reason}")
+        if decision.action == drift.RECREATE_ACTION:
+            self.decision = decision
+            return True
+        return False
+
+    # ------------------------------------------------------------------ steps
+
+    def _acquire(self) -> None:
+        lock = locks.new_lock(self.holder, self.target, self.decision.source, self.clock(), self.opts.lease_seconds)
+        self._patch(patches.lock_patch(self.live, lock))
+        self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
+        self.log.info(self.key, "lock", f"locked for a recreate: {self.decision.reason}", holder=self.holder)
+        self._event(events.STARTED, f"raygitops recreates the pods: {self.decision.reason}")
+        test_pause("locked", self.log, self.key)
+
+    def _wait_other(self) -> None:
+        lock = held_lock(self.live)
+        if self._left() <= 0:
+            raise CycleError(f"timed out waiting for the recreate lock held by {lock.holder if lock else '?'}")
+        if not self.recheck:
+            self.log.info(self.key, "wait", "another hook holds the recreate lock: waiting for it",
+                          holder=lock.holder if lock else None, phase=lock.phase if lock else None)
+        self.recheck = True
+        time.sleep(POLL_SECONDS)
+
+    def _takeover(self) -> None:
+        old = held_lock(self.live)
+        now = self.clock()
+        if old is None:
+            lock = locks.new_lock(self.holder, self.target, self.decision.source, now, self.opts.lease_seconds)
+            suspended = (self.live.get("spec") or {}).get("suspend") is True
+            if suspended:  # an unreadable lock on a suspended cluster: finish as if suspended
+                lock = lock.at(locks.SUSPENDED, now)
+        else:
+            lock = old.taken_over(self.holder, now, self.target)
+        self._patch(patches.lock_patch(self.live, lock))
+        self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
+        self.log.warn(self.key, "takeover", "took over the lock of a holder that stopped renewing it",
+                      previous=old.holder if old else "unreadable", phase=lock.phase)
+        if lock.target != self.target:
+            self.recheck = True  # finish its cycle, then see whether ours is still needed
+
+    def _suspend(self) -> None:
+        lock = self._my_lock()
+        self._patch(patches.suspend_patch(self.live, lock.at(locks.SUSPENDED, self.clock())))
+        self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
+        self.log.info(self.key, "suspend", "spec.suspend set to true: the operator deletes the pods")
+        test_pause("suspended", self.log, self.key)
+
+    def _drain(self) -> None:
+        """Watch pods ray.io/cluster=<name> until none is left."""
+        selector = f"{drift.CLUSTER_LABEL}={self.plan.name}"
+        start = time.monotonic()
+        grace_at = start + self.opts.drain_grace
+        give_up = self.opts.deadline - self.opts.resume_reserve
+        remaining: dict[str, str] = {}
+        rv, relist, forced, paused, announced = "", True, False, False, -1
+        while True:
+            if relist:
+                pods, rv = self.kube.list_pods(self.ns, selector)
+                remaining = {p["metadata"]["uid"]: p["metadata"]["name"] for p in pods}
+                relist = False
+            if not remaining:
+                self.drain_zero_at = time.monotonic()
+                self.log.info(self.key, "drain", "all pods are gone", seconds=round(time.monotonic() - start, 3))
+                return  # the PodsDrained Event is written after the resume: keep it off the critical path
+            if len(remaining) != announced:
+                announced = len(remaining)
+                self.log.info(self.key, "drain", f"{announced} pods left")
+            if not paused:
+                paused = True
+                test_pause("draining", self.log, self.key)
+            now = time.monotonic()
+            if now >= give_up:
+                raise CycleError(f"drain timed out: {len(remaining)} pods still present "
+                                 f"({', '.join(sorted(remaining.values())[:5])})")
+            if now >= grace_at and not forced:
+                forced = True
+                self.log.warn(self.key, "drain", f"drain grace over: deleting {len(remaining)} pods directly")
+                for uid, name in list(remaining.items()):
+                    self.kube.delete_pod(self.ns, name, uid=uid, grace_seconds=0)
+                relist = True  # see what is left (pods with finalizers stay until released)
+                continue
+            self._renew()
+            wake = min(give_up, self._renew_at, grace_at if not forced else give_up)
+            timeout = max(1, int(wake - time.monotonic() + 0.999))
+            started = time.monotonic()
+            got_event = False
+            try:
+                for kind, obj in self.kube.watch_pods(self.ns, selector, rv, timeout):
+                    got_event = True
+                    meta = obj.get("metadata") or {}
+                    rv = meta.get("resourceVersion") or rv
+                    uid = meta.get("uid")
+                    if kind == "DELETED":
+                        remaining.pop(uid, None)
+                    elif kind in ("ADDED", "MODIFIED") and uid:
+                        remaining[uid] = meta.get("name", "")
+                    if not remaining:
+                        break
+            except Gone:
+                relist = True
+                continue
+            except ApiError as err:
+                if err.status in (401, 403):
+                    raise
+                self.log.warn(self.key, "drain", f"watch failed ({err}): listing again")
+                time.sleep(0.5)
+                relist = True
+                continue
+            if not got_event and time.monotonic() - started < 0.5:
+                time.sleep(0.5)  # a stream that closes at once: do not spin
+                relist = True
+
+    def _resume(self) -> None:
+        for attempt in range(MAX_CONFLICTS):
+            if attempt:
+                self._get()
+            lock = self._my_lock()
+            try:
+                self._patch(patches.resume_patch(self.live, self.plan, lock.at(locks.RESUMED, self.clock())))
+                break
+            except Conflict:
+                continue
+        else:
+            raise CycleError("gave up resuming after repeated write conflicts")
+        zero_at = getattr(self, "drain_zero_at", None)
+        if zero_at is not None and self.drain_to_resume is None:
+            self.drain_to_resume = time.monotonic() - zero_at
+        self.recreated = True
+        self.log.info(self.key, "resume", "desired pod-shaping spec written and spec.suspend set to false "
+                      "in one patch", latency=round(self.drain_to_resume or 0, 3))
+        if zero_at is not None:
+            self._event(events.DRAINED, "all pods of the RayCluster are gone")
+        self._event(events.RESUMED, "desired templates written and the RayCluster resumed")
+        test_pause("resumed", self.log, self.key)
+
+    def _wait_ready(self) -> None:
+        lock = self._my_lock()
+        if not self.opts.wait_ready or lock.target != self.target:
+            return
+        selector = f"{drift.CLUSTER_LABEL}={self.plan.name}"
+        last = ""
+        while True:
+            pods, _ = self.kube.list_pods(self.ns, selector)
+            pods_ok, pods_msg = drift.pods_ready_for(self.plan, pods)
+            ready, ready_msg = drift.cluster_ready(self.live)
+            if pods_ok and ready:
+                self.log.info(self.key, "wait-ready", f"ready: {pods_msg}, {ready_msg}")
+                return
+            message = f"{pods_msg}; {ready_msg}"
+            if message != last:
+                self.log.info(self.key, "wait-ready", f"waiting: {message}")
+                last = message
+            if self._left() <= 0:
+                self.failure = f"timed out waiting for the cluster to be ready ({message})"
+                self.log.error(self.key, "wait-ready", self.failure)
+                self._get()
+                return
+            time.sleep(POLL_SECONDS)
+            self._renew()
+            self._get()
+
+    def _unlock(self) -> None:
+        lock = self._my_lock()
+        outcome = "Failed" if self.failure else "Completed"
+        self._patch(patches.unlock_patch(self.live, locks.last_recreate(lock, self.clock(), outcome)))
+        if lock.target != self.target:
+            self.recheck = True
+            self.log.info(self.key, "unlock", "finished another hook's cycle; checking ours")
+            return
+        self.recreated = True
+        if self.failure:
+            self._event(events.FAILED, self.failure)
+        else:
+            self.log.info(self.key, "unlock", "recreate completed")
+            self._event(events.COMPLETED, "raygitops recreated the pods with the desired templates")
+
+    # ------------------------------------------------------------------ failure
+
+    def _recover(self, message: str) -> None:
+        """After a failure: never leave the cluster suspended.  Resume it with the desired
+        spec if we had suspended it, then drop our lock."""
+        until = max(self.opts.deadline, time.monotonic()) + 60
+        while time.monotonic() < until:
+            try:
+                self._get()
+                lock = held_lock(self.live)
+                if lock is None or lock.holder != self.holder:
+                    return
+                if lock.phase == locks.SUSPENDED or (self.live.get("spec") or {}).get("suspend") is True:
+                    self._patch(patches.resume_patch(self.live, self.plan, lock.at(locks.RESUMED, self.clock())))
+                    self.log.warn(self.key, "resume", "resumed after the failure (desired spec written)")
+                    continue
+                self._patch(patches.unlock_patch(self.live, locks.last_recreate(lock, self.clock(), "Failed")))
+                self._event(events.FAILED, message)
+                return
+            except Conflict:
+                continue
+            except ApiError as err:
+                self.log.error(self.key, "resume", f"cannot resume after the failure: {err}; "
+                               "the next hook run finishes the cycle")
+                time.sleep(2)
+        self.log.error(self.key, "resume", "gave up resuming: the next hook run finishes the cycle")

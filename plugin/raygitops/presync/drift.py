@@ -1,0 +1,263 @@
+"""Drift decisions (pure): what the hook should do with one RayCluster of the plan.
+
+Inputs are the plan entry, the live RayCluster (or None) and its live pods, all plain dicts;
+the output is a :class:`Decision`.  No I/O here.
+
+Per group (the head, each worker group by ``groupName``):
+- a pod carrying an h1 ``raygitops.dev/template-hash`` is stale iff it differs from desired;
+- a pod with no hash, or a hash of another scheme, is never drift by itself: the LIVE spec is
+  hashed with the same rules (after stripping the CRD defaults the API server added, from
+  both sides) and the group drifts only if that differs from the desired spec;
+- pods of a worker group the plan no longer has are stale.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from raygitops.errors import RaygitopsError
+from raygitops.hashing import HASH_ANNOTATION, HASHES_ANNOTATION, GroupHashes, hash_cluster, is_h1
+from raygitops.plan import ClusterPlan
+from raygitops.presync import lock as locks
+from raygitops.presync.defaults import strip_defaults
+from raygitops.strategy import RECREATE, cluster_owner
+
+CLUSTER_LABEL = "ray.io/cluster"
+GROUP_LABEL = "ray.io/group"
+NODE_TYPE_LABEL = "ray.io/node-type"
+HEAD_GROUP = "headgroup"
+
+SKIP = "skip"
+IN_SYNC = "in-sync"
+RECREATE_ACTION = "recreate"
+RELEASE = "release"  # a lock on a cluster the plan wants suspended: drop the lock only
+
+
+@dataclass
+class GroupDrift:
+    desired: str
+    live: list[str]  # distinct hashes seen on the group's pods ("" = none)
+    how: str  # "pod-hash" | "spec-hash" | "removed-group"
+    pods: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"desired": self.desired, "live": self.live, "how": self.how, "pods": self.pods}
+
+
+@dataclass
+class Decision:
+    namespace: str
+    name: str
+    action: str
+    reason: str
+    pods: int = 0
+    drift: dict[str, GroupDrift] = field(default_factory=dict)
+    source: dict[str, Any] | None = None  # hashes the pods run now ("from")
+    resource_version: str | None = None  # of the live RayCluster the decision was made on
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "decision": self.action,
+            "reason": self.reason,
+            "pods": self.pods,
+            "drift": {k: v.to_json() for k, v in self.drift.items()},
+        }
+
+
+def meta(obj: dict[str, Any]) -> dict[str, Any]:
+    value = obj.get("metadata")
+    return value if isinstance(value, dict) else {}
+
+
+def annotations(obj: dict[str, Any]) -> dict[str, Any]:
+    value = meta(obj).get("annotations")
+    return value if isinstance(value, dict) else {}
+
+
+def labels(obj: dict[str, Any]) -> dict[str, Any]:
+    value = meta(obj).get("labels")
+    return value if isinstance(value, dict) else {}
+
+
+def group_key(pod: dict[str, Any]) -> str | None:
+    """``head`` / ``worker:<groupName>`` of a Ray pod; None for other pods (e.g. the GCS
+    cleanup Job's)."""
+    lab = labels(pod)
+    node_type = lab.get(NODE_TYPE_LABEL)
+    group = lab.get(GROUP_LABEL)
+    if node_type == "head" or (node_type is None and group == HEAD_GROUP):
+        return "head"
+    if node_type in ("worker", None) and group:
+        return f"worker:{group}"
+    return None
+
+
+def terminating(pod: dict[str, Any]) -> bool:
+    return bool(meta(pod).get("deletionTimestamp"))
+
+
+def desired_spec(plan: ClusterPlan) -> dict[str, Any]:
+    """A RayCluster spec assembled from the plan's pod-shaping parts."""
+    spec = dict(plan.pod_spec.cluster)
+    spec["headGroupSpec"] = plan.pod_spec.head
+    spec["workerGroupSpecs"] = [dict(g, groupName=name) for name, g in plan.pod_spec.workers.items()]
+    return spec
+
+
+def comparable_hashes(spec: dict[str, Any]) -> GroupHashes:
+    """h1 hashes of a spec after stripping the CRD defaults: what the fallback compares."""
+    return hash_cluster(strip_defaults(spec))
+
+
+def live_hashes_annotation(live: dict[str, Any]) -> dict[str, Any] | None:
+    text = annotations(live).get(HASHES_ANNOTATION)
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _to_hashes(groups: dict[str, str | None]) -> dict[str, Any]:
+    return {
+        "head": groups.get("head"),
+        "workers": {k.split(":", 1)[1]: v for k, v in sorted(groups.items()) if k.startswith("worker:")},
+    }
+
+
+def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
+           pods: list[dict[str, Any]]) -> Decision:
+    """The decision for one cluster of the plan."""
+    d = Decision(namespace, plan.name, SKIP, "")
+    d.resource_version = meta(live).get("resourceVersion") if live else None
+    lock_text = annotations(live).get(locks.LOCK_ANNOTATION) if live else None
+
+    if live is None:
+        d.reason = "absent from the cluster (Argo CD will create it)"
+        return d
+    if lock_text is not None and plan.suspend:
+        d.action, d.reason = RELEASE, "desired spec.suspend is true: dropping the raygitops lock only"
+        return d
+    if lock_text is not None and plan.owner is None and cluster_owner(live) is None:
+        lock = locks.parse(lock_text)
+        phase = lock.phase if lock else "unreadable"
+        d.action = RECREATE_ACTION
+        d.reason = f"a recreate cycle is in progress (phase {phase}): finishing it"
+        d.pods = sum(1 for p in pods if not terminating(p))
+        return d
+    if plan.strategy != RECREATE:
+        d.reason = f"not opted in (strategy {plan.strategy})"
+        return d
+    if plan.suspend:
+        d.reason = "desired spec.suspend is true"
+        return d
+    owner = plan.owner or cluster_owner(live)
+    if owner:
+        d.reason = f"owned by {owner}: never suspended by raygitops"
+        return d
+    spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
+    if spec.get("suspend") is True:
+        d.reason = "live spec.suspend is true and no raygitops cycle holds it: left alone"
+        return d
+
+    desired = plan.hashes.groups()
+    live_pods = [p for p in pods if not terminating(p)]
+    d.pods = len(live_pods)
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for pod in live_pods:
+        key = group_key(pod)
+        if key is not None:
+            by_group.setdefault(key, []).append(pod)
+
+    live_cmp: GroupHashes | None = None
+    desired_cmp: GroupHashes | None = None
+    source: dict[str, str | None] = {}
+    annotated = live_hashes_annotation(live) or {}
+    for key, group_pods in sorted(by_group.items()):
+        seen = Counter(annotations(p).get(HASH_ANNOTATION) or "" for p in group_pods)
+        hashes = sorted(seen)
+        h1 = [h for h in hashes if is_h1(h)]
+        source[key] = seen.most_common(1)[0][0] or _annotated(annotated, key)
+        if key not in desired:
+            d.drift[key] = GroupDrift("", hashes, "removed-group", len(group_pods))
+            continue
+        if any(h != desired[key] for h in h1):
+            d.drift[key] = GroupDrift(desired[key], hashes, "pod-hash", len(group_pods))
+            continue
+        if len(h1) == len(hashes):
+            continue  # every pod carries the desired h1 hash
+        # Some pods carry no h1 hash: compare the live spec with the desired one.
+        try:
+            if live_cmp is None:
+                live_cmp = comparable_hashes(spec)
+            if desired_cmp is None:
+                desired_cmp = comparable_hashes(desired_spec(plan))
+        except RaygitopsError as err:
+            raise RaygitopsError(f"{namespace}/{plan.name}: cannot hash the live spec: {err}") from None
+        live_h = live_cmp.groups().get(key)
+        if live_h != desired_cmp.groups().get(key):
+            d.drift[key] = GroupDrift(desired[key], hashes, "spec-hash", len(group_pods))
+    d.source = _to_hashes(source)
+    if d.drift:
+        d.action = RECREATE_ACTION
+        d.reason = "drifted: " + ", ".join(
+            f"{k} ({v.how}{': ' + '/'.join(h or 'none' for h in v.live) if v.how == 'pod-hash' else ''}"
+            f"{' -> ' + v.desired if v.desired else ''})"
+            for k, v in sorted(d.drift.items())
+        )
+    else:
+        d.action = IN_SYNC
+        d.reason = "every pod runs the desired template" if live_pods else "no pods to recreate"
+    return d
+
+
+def _annotated(annotated: dict[str, Any], key: str) -> str | None:
+    if key == "head":
+        value = annotated.get("head")
+    else:
+        value = (annotated.get("workers") or {}).get(key.split(":", 1)[1])
+    return value if isinstance(value, str) else None
+
+
+def pods_by_cluster(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Group a namespace-wide pod list by ``ray.io/cluster``."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        name = labels(pod).get(CLUSTER_LABEL)
+        if name:
+            out.setdefault(name, []).append(pod)
+    return out
+
+
+def pods_ready_for(plan: ClusterPlan, pods: list[dict[str, Any]]) -> tuple[bool, str]:
+    """Whether every live Ray pod runs the desired hash of its group (and a head exists)."""
+    desired = plan.hashes.groups()
+    live = [p for p in pods if not terminating(p)]
+    stale = [p for p in live if group_key(p) is not None
+             and annotations(p).get(HASH_ANNOTATION) != desired.get(group_key(p) or "")]
+    heads = [p for p in live if group_key(p) == "head"]
+    if stale:
+        return False, f"{len(stale)} pods without the desired hash"
+    if not heads:
+        return False, "no head pod yet"
+    return True, f"{len(live)} pods with the desired hashes"
+
+
+def cluster_ready(live: dict[str, Any]) -> tuple[bool, str]:
+    """status.state == ready, or condition RayClusterProvisioned=True."""
+    status = live.get("status") if isinstance(live.get("status"), dict) else {}
+    if status.get("state") == "ready":
+        return True, "status.state ready"
+    for cond in status.get("conditions") or []:
+        if isinstance(cond, dict) and cond.get("type") == "RayClusterProvisioned" and cond.get("status") == "True":
+            return True, "condition RayClusterProvisioned"
+    return False, f"status.state {status.get('state') or 'unset'}"

@@ -1,0 +1,264 @@
+"""The ONLY module of the hook that talks to the API server.
+
+The ``kubernetes`` package is used for what it is good at and stable in: finding the
+credentials (in-cluster ServiceAccount, or a kubeconfig with contexts, exec plugins and
+token refresh).  Requests go through one urllib3 pool with plain JSON dicts in and out, so
+that the hook controls retries and watch streams and never pays for model deserialisation
+of a thousand pods.
+
+Retries: 429 (honouring ``Retry-After``), 500/502/503/504 and connection errors, with a
+capped, jittered exponential backoff.  409 is NOT retried here: the caller re-reads and
+recomputes its change (:class:`Conflict`).  Every request is counted (``requests``): the
+summary reports it, the benchmark reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import ssl
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+from urllib.parse import quote, urlencode
+
+import urllib3
+
+from raygitops.errors import RaygitopsError
+
+RAY_GROUP = "ray.io"
+RAY_VERSION = "v1"
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+MAX_ATTEMPTS = 8
+BACKOFF_CAP_SECONDS = 8.0
+REQUEST_TIMEOUT_SECONDS = 30.0
+USER_AGENT = "raygitops-presync"
+
+
+class ApiError(Exception):
+    """A non-2xx answer (after retries)."""
+
+    def __init__(self, status: int, reason: str, message: str, method: str = "", path: str = ""):
+        super().__init__(f"{method} {path}: {status} {reason}: {message}".strip())
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+class Conflict(ApiError):
+    """409: the object changed since it was read (resourceVersion precondition)."""
+
+
+class NotFound(ApiError):
+    """404."""
+
+
+class Gone(ApiError):
+    """410: a watch resourceVersion is too old; list again."""
+
+
+def _error(status: int, body: bytes, method: str, path: str) -> ApiError:
+    reason, message = "", ""
+    try:
+        doc = json.loads(body or b"{}")
+        reason, message = doc.get("reason", ""), doc.get("message", "")
+    except (ValueError, AttributeError):
+        message = (body or b"")[:200].decode(errors="replace")
+    cls = {409: Conflict, 404: NotFound, 410: Gone}.get(status, ApiError)
+    return cls(status, reason, message, method, path)
+
+
+def _retry_after(headers: Any, attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt + 1``: Retry-After as the minimum."""
+    backoff = min(BACKOFF_CAP_SECONDS, 0.2 * (2**attempt)) * (0.5 + random.random() / 2)
+    value = headers.get("Retry-After") if headers is not None else None
+    if value:
+        try:
+            return max(backoff, min(float(value), 60.0))
+        except ValueError:
+            pass
+    return backoff
+
+
+@dataclass
+class Credentials:
+    host: str
+    ssl_context: ssl.SSLContext | None
+    token: Any  # () -> str | None
+    verify: bool = True
+
+
+def load_credentials(kubeconfig: str | None, context: str | None) -> Credentials:
+    """In-cluster credentials in a pod (no --kubeconfig/--context), else a kubeconfig."""
+    from kubernetes import client, config  # the hook alone pays for this import
+
+    cfg = client.Configuration()
+    try:
+        if os.environ.get("KUBERNETES_SERVICE_HOST") and not kubeconfig and not context:
+            config.load_incluster_config(client_configuration=cfg)
+        else:
+            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg,
+                                    persist_config=False)
+    except Exception as err:  # noqa: BLE001 - any config problem is a user error
+        raise RaygitopsError(f"cannot load Kubernetes credentials: {err}".splitlines()[0]) from None
+
+    verify = bool(cfg.verify_ssl)
+    ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if verify else ssl._create_unverified_context()  # noqa: S323
+    if cfg.cert_file:
+        ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+
+    def token() -> str | None:
+        return cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
+
+    return Credentials(host=cfg.host.rstrip("/"), ssl_context=ctx, token=token, verify=verify)
+
+
+class Kube:
+    """A tiny JSON client for the handful of calls the hook makes."""
+
+    def __init__(self, creds: Credentials, pool_size: int = 8):
+        self.creds = creds
+        self.http = urllib3.PoolManager(num_pools=4, maxsize=pool_size, block=False,
+                                        ssl_context=creds.ssl_context,
+                                        cert_reqs="CERT_REQUIRED" if creds.verify else "CERT_NONE",
+                                        retries=False)
+        self._count_lock = threading.Lock()
+        self.requests = 0
+        self.by_verb: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ plumbing
+
+    def _headers(self, content_type: str | None = None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+        token = self.creds.token()
+        if token:
+            headers["Authorization"] = token
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    def _count(self, verb: str) -> None:
+        with self._count_lock:
+            self.requests += 1
+            self.by_verb[verb] = self.by_verb.get(verb, 0) + 1
+
+    def request(self, method: str, path: str, query: dict[str, Any] | None = None, body: Any = None,
+                content_type: str | None = None, timeout: float = REQUEST_TIMEOUT_SECONDS,
+                stream: bool = False, verb: str | None = None) -> Any:
+        """One API call with retries; the parsed JSON answer (or the raw response when
+        ``stream``)."""
+        url = self.creds.host + path
+        if query:
+            url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+        data = json.dumps(body).encode() if body is not None else None
+        for attempt in range(MAX_ATTEMPTS):
+            self._count(verb or method)
+            try:
+                resp = self.http.request(
+                    method, url, body=data, headers=self._headers(content_type),
+                    timeout=urllib3.Timeout(connect=10, read=timeout), preload_content=not stream,
+                    redirect=False,
+                )
+            except (urllib3.exceptions.HTTPError, OSError) as err:
+                if attempt + 1 == MAX_ATTEMPTS:
+                    raise ApiError(0, "ConnectionError", str(err), method, path) from None
+                time.sleep(_retry_after(None, attempt))
+                continue
+            if 200 <= resp.status < 300:
+                if stream:
+                    return resp
+                return json.loads(resp.data) if resp.data else {}
+            payload = resp.data if not stream else resp.read()
+            if stream:
+                resp.release_conn()
+            if resp.status in RETRY_STATUSES and attempt + 1 < MAX_ATTEMPTS:
+                time.sleep(_retry_after(resp.headers, attempt))
+                continue
+            raise _error(resp.status, payload, method, path)
+        raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------------ RayClusters
+
+    @staticmethod
+    def _clusters(namespace: str, name: str | None = None) -> str:
+        path = f"/apis/{RAY_GROUP}/{RAY_VERSION}/namespaces/{quote(namespace)}/rayclusters"
+        return path + (f"/{quote(name)}" if name else "")
+
+    def list_clusters(self, namespace: str) -> list[dict[str, Any]]:
+        return self.request("GET", self._clusters(namespace), verb="list").get("items") or []
+
+    def get_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.request("GET", self._clusters(namespace, name), verb="get")
+        except NotFound:
+            return None
+
+    def patch_cluster(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        """JSON merge patch; a ``metadata.resourceVersion`` in it is a precondition (409)."""
+        return self.request("PATCH", self._clusters(namespace, name), body=patch,
+                            content_type="application/merge-patch+json", verb="patch")
+
+    # ------------------------------------------------------------------ pods
+
+    @staticmethod
+    def _pods(namespace: str, name: str | None = None) -> str:
+        path = f"/api/v1/namespaces/{quote(namespace)}/pods"
+        return path + (f"/{quote(name)}" if name else "")
+
+    def list_pods(self, namespace: str, selector: str) -> tuple[list[dict[str, Any]], str]:
+        """Pods matching a label selector and the list's resourceVersion (to watch from)."""
+        doc = self.request("GET", self._pods(namespace), {"labelSelector": selector}, verb="list")
+        return doc.get("items") or [], (doc.get("metadata") or {}).get("resourceVersion", "")
+
+    def watch_pods(self, namespace: str, selector: str, resource_version: str,
+                   timeout_seconds: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(type, object) events until the server closes the stream after
+        ``timeout_seconds``; BOOKMARK events carry only a resourceVersion.  Raises
+        :class:`Gone` when ``resource_version`` is too old (the caller lists again)."""
+        query = {
+            "labelSelector": selector, "watch": "1", "allowWatchBookmarks": "true",
+            "resourceVersion": resource_version, "timeoutSeconds": str(max(1, int(timeout_seconds))),
+        }
+        resp = self.request("GET", self._pods(namespace), query, stream=True,
+                            timeout=timeout_seconds + 15, verb="watch")
+        complete = False
+        try:
+            for line in resp:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                kind, obj = event.get("type"), event.get("object") or {}
+                if kind == "ERROR":
+                    raise _error(int(obj.get("code") or 500), json.dumps(obj).encode(), "WATCH",
+                                 self._pods(namespace))
+                yield kind, obj
+            complete = True
+        except (urllib3.exceptions.HTTPError, OSError):
+            return  # a dropped stream ends the watch; the caller resumes or lists again
+        finally:
+            if not complete:
+                resp.close()  # unread stream: never hand this connection to the next request
+            resp.release_conn()
+
+    def delete_pod(self, namespace: str, name: str, uid: str | None = None,
+                   grace_seconds: int | None = 0) -> bool:
+        """Delete one pod (only that UID); False when it is already gone."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
+        if grace_seconds is not None:
+            body["gracePeriodSeconds"] = grace_seconds
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", self._pods(namespace, name), body=body,
+                         content_type="application/json", verb="delete")
+            return True
+        except (NotFound, Conflict):
+            return False  # gone, or a new pod with that name (not ours to delete)
+
+    # ------------------------------------------------------------------ events
+
+    def create_event(self, namespace: str, event: dict[str, Any]) -> None:
+        self.request("POST", f"/api/v1/namespaces/{quote(namespace)}/events", body=event,
+                     content_type="application/json", verb="create")

@@ -1,0 +1,133 @@
+"""The recreate lock and its lease (pure): annotation ``raygitops.dev/recreate``.
+
+Value: compact JSON ``{"target", "phase", "holder", "renewedAt", "startedAt",
+"leaseSeconds", "from"}``; ``target`` and ``from`` are hash sets
+``{"head": "h1-…", "workers": {"<group>": "h1-…"}}``.  Every write of the lock carries the
+resourceVersion the writer read (optimistic concurrency): two hooks can never both believe
+they hold it.  A holder renews ``renewedAt`` while it works; a lock not renewed within its
+lease belongs to a dead holder and is taken over by the next hook.
+
+Phases: ``locked`` (nothing changed yet) → ``suspended`` (spec.suspend true, pods draining)
+→ ``resumed`` (desired spec written, suspend false) → lock removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any
+
+LOCK_ANNOTATION = "raygitops.dev/recreate"
+LAST_ANNOTATION = "raygitops.dev/last-recreate"
+LOCKED, SUSPENDED, RESUMED = "locked", "suspended", "resumed"
+PHASES = (LOCKED, SUSPENDED, RESUMED)
+DEFAULT_LEASE_SECONDS = 60
+
+
+def new_holder() -> str:
+    """Who holds a lock: the pod name (hostname) in a Job, plus pid and a nonce."""
+    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:6]}"
+
+
+def rfc3339(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_time(text: Any) -> float | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.strptime(text.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+    except ValueError:
+        try:
+            return datetime.strptime(text.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S%z").timestamp()
+        except ValueError:
+            return None
+
+
+@dataclass(frozen=True)
+class Lock:
+    target: dict[str, Any]
+    phase: str
+    holder: str
+    renewed_at: float
+    started_at: float
+    lease_seconds: int = DEFAULT_LEASE_SECONDS
+    source: dict[str, Any] | None = None
+
+    def to_annotation(self) -> str:
+        doc = {
+            "target": self.target,
+            "phase": self.phase,
+            "holder": self.holder,
+            "renewedAt": rfc3339(self.renewed_at),
+            "startedAt": rfc3339(self.started_at),
+            "leaseSeconds": self.lease_seconds,
+            "from": self.source,
+        }
+        return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+    def expired(self, now: float, unchanged_for: float = 0.0) -> bool:
+        """A dead holder's lock: not renewed within its lease, by the writer's clock or by
+        how long this reader has seen it unchanged (robust to clock skew)."""
+        return now - self.renewed_at > self.lease_seconds or unchanged_for > self.lease_seconds
+
+    def renewed(self, now: float) -> "Lock":
+        return replace(self, renewed_at=now)
+
+    def at(self, phase: str, now: float) -> "Lock":
+        return replace(self, phase=phase, renewed_at=now)
+
+    def taken_over(self, holder: str, now: float, target: dict[str, Any]) -> "Lock":
+        """The lock as its new holder writes it.  A cycle that already wrote a spec
+        (``resumed``) keeps its target; one that has not yet resumed adopts ours."""
+        return replace(self, holder=holder, renewed_at=now,
+                       target=self.target if self.phase == RESUMED else target)
+
+
+def parse(text: Any) -> Lock | None:
+    """The lock in an annotation value; None when unreadable (treated as expired)."""
+    if not isinstance(text, str):
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("phase") not in PHASES or not isinstance(doc.get("target"), dict):
+        return None
+    renewed = parse_time(doc.get("renewedAt"))
+    if renewed is None:
+        return None
+    started = parse_time(doc.get("startedAt")) or renewed
+    try:
+        lease = int(doc.get("leaseSeconds") or DEFAULT_LEASE_SECONDS)
+    except (TypeError, ValueError):
+        lease = DEFAULT_LEASE_SECONDS
+    return Lock(doc["target"], doc["phase"], str(doc.get("holder", "")), renewed, started, lease,
+                doc.get("from") if isinstance(doc.get("from"), dict) else None)
+
+
+def new_lock(holder: str, target: dict[str, Any], source: dict[str, Any] | None, now: float,
+             lease_seconds: int = DEFAULT_LEASE_SECONDS) -> Lock:
+    return Lock(target, LOCKED, holder, now, now, lease_seconds, source)
+
+
+def last_recreate(lock: Lock, finished: float, outcome: str = "Completed") -> str:
+    """The ``raygitops.dev/last-recreate`` value written when a cycle ends."""
+    doc = {
+        "from": lock.source,
+        "to": lock.target,
+        "startedAt": rfc3339(lock.started_at),
+        "finishedAt": rfc3339(finished),
+        "outcome": outcome,
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def now() -> float:
+    return time.time()

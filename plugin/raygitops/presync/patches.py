@@ -1,0 +1,119 @@
+"""The patches of the recreate cycle (pure): JSON merge patches carrying the
+resourceVersion they were computed from, so the API server rejects them (409) when the
+RayCluster changed in between.
+
+The resume patch is the heart of the cycle: ONE write that sets the desired pod-shaping spec
+(every group's template stamped with its desired hash) AND ``spec.suspend: false``, so the
+operator never sees the old templates unsuspended.  It keeps what is not pod-shaping from the
+live object: the scaling and service fields of the head and of existing worker groups
+(``replicas``, ``minReplicas``, ``maxReplicas``, ``scaleStrategy``, ...; the autoscaler owns
+them) and ``upgradeStrategy``, ``managedBy``, ``headServiceAnnotations``.  Worker groups
+the plan adds are added (the CRD defaults their scaling fields until Argo CD applies the
+manifest), groups it drops are dropped.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from raygitops.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED, HASH_ANNOTATION
+from raygitops.plan import ClusterPlan
+from raygitops.presync.lock import LAST_ANNOTATION, LOCK_ANNOTATION, Lock
+
+
+def merge_diff(old: Any, new: Any) -> Any:
+    """The RFC 7386 merge patch turning ``old`` into ``new`` (lists are replaced whole,
+    removed keys become null)."""
+    if not isinstance(old, dict) or not isinstance(new, dict):
+        return copy.deepcopy(new)
+    out: dict[str, Any] = {}
+    for key in old:
+        if key not in new:
+            out[key] = None
+    for key, value in new.items():
+        if key in old and old[key] == value:
+            continue
+        if isinstance(value, dict) and isinstance(old.get(key), dict):
+            out[key] = merge_diff(old[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _stamp(group: dict[str, Any], value: str) -> None:
+    template = group.setdefault("template", {})
+    metadata = template.get("metadata")
+    if not isinstance(metadata, dict):
+        metadata = template["metadata"] = {}
+    annotations = metadata.get("annotations")
+    if not isinstance(annotations, dict):
+        annotations = metadata["annotations"] = {}
+    annotations[HASH_ANNOTATION] = value
+
+
+def _keep(target: dict[str, Any], live: dict[str, Any], keys: frozenset[str]) -> None:
+    for key in sorted(keys):
+        if key in live:
+            target[key] = copy.deepcopy(live[key])
+
+
+def resume_spec(live_spec: dict[str, Any], plan: ClusterPlan) -> dict[str, Any]:
+    """The full spec the resume patch writes."""
+    shaping, hashes = plan.pod_spec, plan.hashes
+    spec = copy.deepcopy(shaping.cluster)
+    _keep(spec, live_spec, CLUSTER_EXCLUDED - {"headGroupSpec", "workerGroupSpecs", "suspend"})
+
+    head = copy.deepcopy(shaping.head)
+    live_head = live_spec.get("headGroupSpec") if isinstance(live_spec.get("headGroupSpec"), dict) else {}
+    _keep(head, live_head, GROUP_EXCLUDED)
+    _stamp(head, hashes.head)
+    spec["headGroupSpec"] = head
+
+    live_groups = {
+        g.get("groupName"): g for g in live_spec.get("workerGroupSpecs") or [] if isinstance(g, dict)
+    }
+    order = [n for n in live_groups if n in shaping.workers]
+    order += [n for n in shaping.workers if n not in live_groups]
+    workers = []
+    for name in order:
+        group = copy.deepcopy(shaping.workers[name])
+        group["groupName"] = name
+        if name in live_groups:
+            _keep(group, live_groups[name], GROUP_EXCLUDED)
+        _stamp(group, hashes.workers[name])
+        workers.append(group)
+    spec["workerGroupSpecs"] = workers
+    spec["suspend"] = False
+    return spec
+
+
+def _rv(live: dict[str, Any]) -> str:
+    return (live.get("metadata") or {}).get("resourceVersion", "")
+
+
+def lock_patch(live: dict[str, Any], lock: Lock) -> dict[str, Any]:
+    return {"metadata": {"resourceVersion": _rv(live), "annotations": {LOCK_ANNOTATION: lock.to_annotation()}}}
+
+
+def suspend_patch(live: dict[str, Any], lock: Lock) -> dict[str, Any]:
+    patch = lock_patch(live, lock)
+    patch["spec"] = {"suspend": True}
+    return patch
+
+
+def resume_patch(live: dict[str, Any], plan: ClusterPlan, lock: Lock) -> dict[str, Any]:
+    """Desired pod-shaping spec + ``suspend: false`` + lock phase ``resumed``, in one write."""
+    live_spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
+    patch = lock_patch(live, lock)
+    spec_patch = merge_diff(live_spec, resume_spec(live_spec, plan))
+    spec_patch["suspend"] = False  # always explicit, even when already false
+    patch["spec"] = spec_patch
+    return patch
+
+
+def unlock_patch(live: dict[str, Any], last: str | None) -> dict[str, Any]:
+    annotations: dict[str, Any] = {LOCK_ANNOTATION: None}
+    if last is not None:
+        annotations[LAST_ANNOTATION] = last
+    return {"metadata": {"resourceVersion": _rv(live), "annotations": annotations}}

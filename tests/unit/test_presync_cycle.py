@@ -1,0 +1,333 @@
+"""The recreate cycle and a whole run, against the in-memory FakeKube (no cluster)."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+import time
+
+import pytest
+
+from raygitops.hashing import HASH_ANNOTATION
+from raygitops.plan import Plan
+from raygitops.presync import cycle, drift
+from raygitops.presync import lock as locks
+from raygitops.presync.kubeapi import ApiError, Gone
+from raygitops.presync.logs import Log
+from raygitops.presync.run import RunOptions, run
+
+from test_presync_fakes import NS, FakeKube, cluster_spec, make_plan, stamped, with_crd_defaults
+
+OLD, NEW = cluster_spec(image="old:1"), cluster_spec(image="new:2")
+
+
+def _opts(**kw):
+    base = dict(timeout=20, drain_grace=5, max_parallel=4, wait_ready=True, lease_seconds=60)
+    base.update(kw)
+    return RunOptions(**base)
+
+
+def _run(kube, plans, **kw):
+    out = io.StringIO()
+    report = run(kube, plans, _opts(**kw), Log("json", out))
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    return report, lines
+
+
+def _hashes(kube, name="demo"):
+    return {p["metadata"]["annotations"].get(HASH_ANNOTATION) for p in kube.pods_of(name)}
+
+
+def test_full_cycle_recreates_once_and_records_state():
+    kube = FakeKube()
+    kube.add_cluster("demo", with_crd_defaults(stamped(OLD)))
+    plan = make_plan(spec=NEW)
+    report, lines = _run(kube, [Plan(NS, [plan])])
+    assert report.counts()["recreated"] == 1 and not report.failed
+    live = kube.clusters[(NS, "demo")]
+    ann = live["metadata"]["annotations"]
+    assert locks.LOCK_ANNOTATION not in ann
+    last = json.loads(ann[locks.LAST_ANNOTATION])
+    assert last["to"] == plan.hashes.to_json() and last["from"]["head"] != plan.hashes.head
+    assert live["spec"]["suspend"] is False
+    assert _hashes(kube) == {plan.hashes.head, plan.hashes.workers["small"]}
+    assert kube.event_reasons("demo") == ["RecreateStarted", "PodsDrained", "Resumed", "RecreateCompleted"]
+    # exactly one suspend and one resume write
+    suspends = [p for _, p in kube.patches if (p.get("spec") or {}).get("suspend") is True]
+    resumes = [p for _, p in kube.patches if (p.get("spec") or {}).get("suspend") is False]
+    assert len(suspends) == 1 and len(resumes) == 1
+    assert "containers" in json.dumps(resumes[0])  # the templates ride in the same write
+    assert all(l["cluster"] and l["step"] for l in lines)
+    # second run: nothing to do, 2 requests
+    kube.requests = 0
+    report, _ = _run(kube, [Plan(NS, [plan])])
+    assert report.counts()["inSync"] == 1 and kube.requests == 2
+
+
+def test_no_drift_costs_two_requests_per_namespace_whatever_the_cluster_count():
+    for n in (1, 40):
+        kube = FakeKube()
+        plans = []
+        for ns in ("a", "b", "c"):
+            for i in range(n):
+                kube.add_cluster(f"c{i}", stamped(OLD), namespace=ns)
+            plans.append(Plan(ns, [make_plan(f"c{i}", spec=OLD) for i in range(n)]))
+        report, _ = _run(kube, plans)
+        assert report.counts()["inSync"] == 3 * n
+        assert kube.requests == 6
+
+
+def test_dry_run_changes_nothing_and_reports():
+    kube = FakeKube()
+    kube.add_cluster("demo", stamped(OLD))
+    kube.add_cluster("other", stamped(OLD))
+    before = {u: p["metadata"]["resourceVersion"] for u, p in kube.pods.items()}
+    report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW), make_plan("other", spec=NEW, strategy="None")])],
+                         dry_run=True)
+    assert report.counts() == {"recreated": 0, "inSync": 0, "skipped": 1, "failed": 0, "wouldRecreate": 1}
+    assert kube.patches == [] and kube.events == []
+    assert {u: p["metadata"]["resourceVersion"] for u, p in kube.pods.items()} == before
+    doc = report.to_json()
+    assert doc["dryRun"] and doc["clusters"][0]["decision"] == "recreate"
+    assert any(l["step"] == "dry-run" for l in lines)
+
+
+def test_skipped_clusters_keep_their_pods():
+    kube = FakeKube()
+    kube.add_cluster("job", stamped(OLD), owner_kind="RayJob")
+    kube.add_cluster("opt-out", stamped(OLD))
+    uids = set(kube.pods)
+    plans = [Plan(NS, [make_plan("job", spec=NEW), make_plan("opt-out", spec=NEW, strategy="None"),
+                       make_plan("absent", spec=NEW), make_plan("susp", spec=NEW, suspend=True)])]
+    report, lines = _run(kube, plans)
+    assert report.counts()["skipped"] == 4 and set(kube.pods) == uids and not kube.patches
+    assert any(l["level"] == "warn" and "owned by RayJob" in l["msg"] for l in lines)
+
+
+def test_drain_by_watch_when_the_operator_is_slow():
+    kube = FakeKube(delete_on_suspend=False)
+    kube.add_cluster("demo", stamped(OLD))
+
+    def operator():
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            live = kube.clusters[(NS, "demo")]
+            if live["spec"].get("suspend") and kube.watchers:
+                for pod in kube.pods_of("demo"):
+                    time.sleep(0.05)
+                    kube.remove_pod(pod["metadata"]["uid"])
+                return
+            time.sleep(0.01)
+
+    t = threading.Thread(target=operator)
+    t.start()
+    report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
+    t.join()
+    assert report.counts()["recreated"] == 1
+    outcome = next(iter(report.outcomes.values()))
+    assert outcome.drain_to_resume is not None and outcome.drain_to_resume < 0.5
+    assert kube.by_verb.get("watch", 0) >= 1 and kube.by_verb.get("delete", 0) == 0
+
+
+def test_watch_gone_relists():
+    kube = FakeKube(delete_on_suspend=False)
+    kube.add_cluster("demo", stamped(OLD))
+
+    def operator():
+        while not kube.watchers:
+            time.sleep(0.01)
+        for q in list(kube.watchers):
+            q.put(("GONE", {}))
+        time.sleep(0.1)
+        for pod in kube.pods_of("demo"):
+            kube.remove_pod(pod["metadata"]["uid"])
+
+    t = threading.Thread(target=operator)
+    t.start()
+    report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
+    t.join()
+    assert report.counts()["recreated"] == 1 and kube.by_verb["watch"] >= 2
+
+
+def test_stragglers_deleted_after_grace():
+    kube = FakeKube(delete_on_suspend=False)  # the operator never deletes pods
+    kube.add_cluster("demo", stamped(OLD))
+    report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=1)
+    assert report.counts()["recreated"] == 1
+    assert kube.by_verb["delete"] == 3
+    assert any("drain grace over" in l["msg"] for l in lines)
+
+
+def test_drain_timeout_resumes_and_fails():
+    kube = FakeKube(delete_on_suspend=True)
+    kube.add_cluster("demo", stamped(OLD), pods=False)
+    kube.add_pod(NS, "demo", "head", "headgroup", {HASH_ANNOTATION: "h1-0000000000000000"}, finalizers=["x/y"])
+    # the finalizer keeps the pod; deleting it directly does nothing either
+    kube.delete_pod = lambda *a, **k: False
+    plan = make_plan(spec=NEW)
+    report, lines = _run(kube, [Plan(NS, [plan])], timeout=3, drain_grace=1)
+    assert report.failed and report.counts()["failed"] == 1
+    live = kube.clusters[(NS, "demo")]
+    assert live["spec"]["suspend"] is False  # never left suspended
+    assert locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert live["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION] == plan.hashes.head
+    assert "RecreateFailed" in kube.event_reasons("demo")
+    assert json.loads(live["metadata"]["annotations"][locks.LAST_ANNOTATION])["outcome"] == "Failed"
+
+
+def test_api_failure_after_suspend_still_resumes():
+    kube = FakeKube(delete_on_suspend=False)
+    kube.add_cluster("demo", stamped(OLD))
+    real_list = kube.list_pods
+    calls = {"n": 0}
+
+    def flaky_list(ns, selector):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the drain's list, after the suspend
+            raise ApiError(500, "InternalError", "boom")
+        return real_list(ns, selector)
+
+    kube.list_pods = flaky_list
+    report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
+    assert report.failed
+    live = kube.clusters[(NS, "demo")]
+    assert live["spec"]["suspend"] is False and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+
+
+def _dead_lock(phase, target, age=120.0):
+    return locks.new_lock("dead/1/x", target, {"head": "h1-old"}, time.time() - age).at(phase, time.time() - age)
+
+
+@pytest.mark.parametrize("phase", [locks.LOCKED, locks.SUSPENDED, locks.RESUMED])
+def test_dead_holder_is_taken_over_and_the_cycle_finished_once(phase):
+    kube = FakeKube()
+    plan = make_plan(spec=NEW)
+    if phase == locks.RESUMED:  # it had already written the new spec
+        kube.add_cluster("demo", stamped(NEW))
+    else:
+        kube.add_cluster("demo", stamped(OLD))
+    live = kube.clusters[(NS, "demo")]
+    live["metadata"]["annotations"][locks.LOCK_ANNOTATION] = _dead_lock(phase, plan.hashes.to_json()).to_annotation()
+    if phase == locks.SUSPENDED:
+        kube.patch_cluster(NS, "demo", {"spec": {"suspend": True}})
+    kube.patches.clear()
+    report, lines = _run(kube, [Plan(NS, [plan])])
+    assert report.counts()["recreated"] == 1, lines
+    live = kube.clusters[(NS, "demo")]
+    assert live["spec"].get("suspend") is not True and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert _hashes(kube) == {plan.hashes.head, plan.hashes.workers["small"]}
+    assert any(l["step"] == "takeover" for l in lines)
+    suspends = [p for _, p in kube.patches if (p.get("spec") or {}).get("suspend") is True]
+    assert len(suspends) == (1 if phase == locks.LOCKED else 0)
+
+
+def test_live_holder_is_waited_for_then_in_sync():
+    kube = FakeKube()
+    kube.add_cluster("demo", stamped(OLD))
+    plan = make_plan(spec=NEW)
+    pods = kube.pods_of("demo")
+    decision = drift.decide(NS, plan, kube.clusters[(NS, "demo")], pods)
+    # another hook holds a fresh lock; it finishes while we wait
+    other = locks.new_lock("other/2/y", plan.hashes.to_json(), None, time.time())
+    kube.clusters[(NS, "demo")]["metadata"]["annotations"][locks.LOCK_ANNOTATION] = other.to_annotation()
+
+    def other_hook():
+        time.sleep(1.5)
+        live = kube.clusters[(NS, "demo")]
+        kube.patch_cluster(NS, "demo", {"spec": {"suspend": True}})
+        from raygitops.presync.patches import resume_patch
+        kube.patch_cluster(NS, "demo", resume_patch(kube.clusters[(NS, "demo")], plan, other))
+        kube.patch_cluster(NS, "demo", {"metadata": {"annotations": {locks.LOCK_ANNOTATION: None}}})
+
+    t = threading.Thread(target=other_hook)
+    t.start()
+    opts = cycle.Options(deadline=time.monotonic() + 20, drain_grace=5, wait_ready=True)
+    outcome = cycle.Cycle(kube, Log("json", io.StringIO()), NS, plan, decision, opts, "me/1/z").run()
+    t.join()
+    assert outcome.result == cycle.IN_SYNC, outcome.message
+    assert not any(locks.LOCK_ANNOTATION in json.dumps(p) and "me/1/z" in json.dumps(p) for _, p in kube.patches)
+
+
+def test_two_hooks_at_once_make_one_cycle():
+    kube = FakeKube(delete_on_suspend=False)
+    kube.add_cluster("demo", stamped(OLD))
+    plan = make_plan(spec=NEW)
+
+    def slow_operator():
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            live = kube.clusters[(NS, "demo")]
+            if live["spec"].get("suspend"):
+                time.sleep(0.3)
+                for pod in kube.pods_of("demo"):
+                    kube.remove_pod(pod["metadata"]["uid"])
+                return
+            time.sleep(0.01)
+
+    t = threading.Thread(target=slow_operator)
+    t.start()
+    results = []
+
+    def hook():
+        results.append(_run(kube, [Plan(NS, [plan])])[0])
+
+    hooks = [threading.Thread(target=hook) for _ in range(2)]
+    for h in hooks:
+        h.start()
+    for h in hooks:
+        h.join()
+    t.join()
+    counts = [r.counts() for r in results]
+    assert sorted(c["recreated"] + c["inSync"] for c in counts) == [1, 1]
+    assert sum(c["recreated"] for c in counts) == 1, counts
+    suspends = [p for _, p in kube.patches if (p.get("spec") or {}).get("suspend") is True]
+    assert len(suspends) == 1
+    assert kube.event_reasons("demo").count("RecreateStarted") == 1
+
+
+def test_parallel_clusters_bounded():
+    kube = FakeKube()
+    names = [f"c{i}" for i in range(6)]
+    for n in names:
+        kube.add_cluster(n, stamped(OLD))
+    report, _ = _run(kube, [Plan(NS, [make_plan(n, spec=NEW) for n in names])], max_parallel=3)
+    assert report.counts()["recreated"] == 6
+
+
+def test_wait_ready_timeout_fails_but_unlocks():
+    kube = FakeKube()
+    kube.add_cluster("demo", stamped(OLD))
+    real = kube._operate
+
+    def never_ready(obj):
+        real(obj)
+        obj["status"] = {"state": "suspended"}
+
+    kube._operate = never_ready
+    report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], timeout=3)
+    assert report.failed
+    live = kube.clusters[(NS, "demo")]
+    assert live["spec"]["suspend"] is False and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert "RecreateFailed" in kube.event_reasons("demo")
+
+
+def test_no_wait_ready_skips_waiting():
+    kube = FakeKube()
+    kube.add_cluster("demo", stamped(OLD))
+    kube._operate = lambda obj: [kube.remove_pod(p["metadata"]["uid"]) for p in kube.pods_of("demo")
+                                 if obj["spec"].get("suspend")]
+    report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], wait_ready=False)
+    assert report.counts()["recreated"] == 1
+
+
+def test_release_lock_on_desired_suspended_cluster():
+    kube = FakeKube()
+    kube.add_cluster("demo", stamped(OLD), pods=False)
+    lk = _dead_lock(locks.SUSPENDED, {"head": "x"}, age=1)
+    kube.clusters[(NS, "demo")]["metadata"]["annotations"][locks.LOCK_ANNOTATION] = lk.to_annotation()
+    kube.clusters[(NS, "demo")]["spec"]["suspend"] = True
+    report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW, suspend=True)])])
+    live = kube.clusters[(NS, "demo")]
+    assert live["spec"]["suspend"] is True and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert not report.failed

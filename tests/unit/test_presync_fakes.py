@@ -1,0 +1,293 @@
+"""An in-memory API server + KubeRay stand-in for the hook's unit tests, and its own tests.
+
+FakeKube implements the methods of ``raygitops.presync.kubeapi.Kube`` the hook uses, with
+resourceVersions, 409 on a stale precondition, RFC 7386 merge patches, watch streams and a
+toy operator: ``spec.suspend: true`` deletes the pods (at once, or when the test says),
+``suspend: false`` creates pods from the templates (copying template annotations).
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import queue
+import threading
+import uuid
+from typing import Any
+
+import pytest
+
+from raygitops.hashing import HASH_ANNOTATION, hash_cluster, pod_shaping_spec
+from raygitops.plan import ClusterPlan
+from raygitops.presync.kubeapi import Conflict, Gone, NotFound
+
+NS = "ray"
+
+
+def merge_apply(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = copy.deepcopy(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_apply(out.get(key), value)
+    return out
+
+
+def cluster_spec(image: str = "rayproject/ray:2.41.0", workers: tuple[str, ...] = ("small",),
+                 replicas: int = 2, env: str = "info") -> dict[str, Any]:
+    def container(name: str) -> dict[str, Any]:
+        return {
+            "name": name, "image": image,
+            "env": [{"name": "RAY_LOG_LEVEL", "value": env}],
+            "ports": [{"containerPort": 6379, "name": "gcs"}],
+            "resources": {"limits": {"cpu": "1", "memory": "2Gi"}},
+        }
+
+    return {
+        "rayVersion": "2.41.0",
+        "headGroupSpec": {"rayStartParams": {"dashboard-host": "0.0.0.0"},
+                          "template": {"spec": {"containers": [container("ray-head")]}}},
+        "workerGroupSpecs": [
+            {"groupName": g, "replicas": replicas, "minReplicas": 1, "maxReplicas": 4, "rayStartParams": {},
+             "template": {"spec": {"containers": [container("ray-worker")]}}}
+            for g in workers
+        ],
+    }
+
+
+def make_plan(name: str = "demo", spec: dict[str, Any] | None = None, strategy: str = "Recreate",
+              suspend: bool = False, owner: str | None = None) -> ClusterPlan:
+    spec = spec or cluster_spec()
+    return ClusterPlan(name, strategy, hash_cluster(spec), pod_shaping_spec(spec), suspend, owner)
+
+
+def stamped(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec as render writes it (template hash annotations)."""
+    spec = copy.deepcopy(spec)
+    hashes = hash_cluster(spec)
+    groups = [("head", spec["headGroupSpec"])] + [(g["groupName"], g) for g in spec["workerGroupSpecs"]]
+    for name, group in groups:
+        value = hashes.head if name == "head" else hashes.workers[name]
+        group["template"].setdefault("metadata", {}).setdefault("annotations", {})[HASH_ANNOTATION] = value
+    return spec
+
+
+def with_crd_defaults(spec: dict[str, Any]) -> dict[str, Any]:
+    """What the API server stores: CRD defaults applied."""
+    spec = copy.deepcopy(spec)
+    for group in [spec["headGroupSpec"], *spec.get("workerGroupSpecs", [])]:
+        for c in group["template"]["spec"]["containers"]:
+            for port in c.get("ports", []):
+                port.setdefault("protocol", "TCP")
+            for env in c.get("env", []):
+                ref = (env.get("valueFrom") or {}).get("secretKeyRef")
+                if ref is not None:
+                    ref.setdefault("name", "")
+    for group in spec.get("workerGroupSpecs", []):
+        group.setdefault("numOfHosts", 1)
+        group.setdefault("minReplicas", 0)
+        group.setdefault("maxReplicas", 2147483647)
+        group.setdefault("replicas", 0)
+    return spec
+
+
+class FakeKube:
+    def __init__(self, operator: bool = True, delete_on_suspend: bool = True):
+        self.lock = threading.RLock()
+        self.rv = itertools.count(100)
+        self.clusters: dict[tuple[str, str], dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}  # uid -> pod
+        self.events: list[dict[str, Any]] = []
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.watchers: list[queue.Queue] = []
+        self.operator = operator
+        self.delete_on_suspend = delete_on_suspend
+        self.requests = 0
+        self.by_verb: dict[str, int] = {}
+        self.deleted_pods: list[str] = []
+        self.fail_next: list[Exception] = []  # raised by the next calls (any method)
+
+    # ---------------------------------------------------------------- helpers for tests
+
+    def _count(self, verb: str) -> None:
+        self.requests += 1
+        self.by_verb[verb] = self.by_verb.get(verb, 0) + 1
+        if self.fail_next:
+            raise self.fail_next.pop(0)
+
+    def _bump(self, obj: dict[str, Any]) -> None:
+        obj["metadata"]["resourceVersion"] = str(next(self.rv))
+
+    def add_cluster(self, name: str, spec: dict[str, Any], namespace: str = NS, pods: bool = True,
+                    labels: dict[str, str] | None = None, owner_kind: str | None = None,
+                    annotations: dict[str, str] | None = None) -> dict[str, Any]:
+        obj = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+               "metadata": {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()),
+                            "labels": dict(labels or {}), "annotations": dict(annotations or {})},
+               "spec": copy.deepcopy(spec), "status": {"state": "ready"}}
+        if owner_kind:
+            obj["metadata"]["ownerReferences"] = [{"apiVersion": "ray.io/v1", "kind": owner_kind,
+                                                   "name": "owner", "uid": "x", "controller": True}]
+        self._bump(obj)
+        self.clusters[(namespace, name)] = obj
+        if pods:
+            self.create_pods(namespace, name)
+        return obj
+
+    def create_pods(self, namespace: str, name: str, hash_override: str | None = None) -> None:
+        spec = self.clusters[(namespace, name)]["spec"]
+        groups = [("head", "headgroup", spec["headGroupSpec"], 1)] + [
+            ("worker", g["groupName"], g, g.get("replicas", 0)) for g in spec.get("workerGroupSpecs", [])
+        ]
+        for node_type, group, g, count in groups:
+            ann = dict(((g.get("template") or {}).get("metadata") or {}).get("annotations") or {})
+            if hash_override is not None:
+                if hash_override == "":
+                    ann.pop(HASH_ANNOTATION, None)
+                else:
+                    ann[HASH_ANNOTATION] = hash_override
+            for i in range(count):
+                self.add_pod(namespace, name, node_type, group, ann)
+
+    def add_pod(self, namespace: str, cluster: str, node_type: str, group: str, annotations: dict[str, str],
+                finalizers: list[str] | None = None) -> dict[str, Any]:
+        uid = str(uuid.uuid4())
+        pod = {"metadata": {"name": f"{cluster}-{group}-{uid[:5]}", "namespace": namespace, "uid": uid,
+                            "labels": {"ray.io/cluster": cluster, "ray.io/node-type": node_type,
+                                       "ray.io/group": group},
+                            "annotations": dict(annotations), "finalizers": list(finalizers or [])}}
+        with self.lock:
+            self._bump(pod)
+            self.pods[uid] = pod
+            self._notify("ADDED", pod)
+        return pod
+
+    def remove_pod(self, uid: str) -> None:
+        with self.lock:
+            pod = self.pods.pop(uid, None)
+            if pod is not None:
+                self._bump(pod)
+                self.deleted_pods.append(uid)
+                self._notify("DELETED", pod)
+
+    def _notify(self, kind: str, pod: dict[str, Any]) -> None:
+        for q in self.watchers:
+            q.put((kind, copy.deepcopy(pod)))
+
+    def pods_of(self, name: str, namespace: str = NS) -> list[dict[str, Any]]:
+        return [p for p in self.pods.values()
+                if p["metadata"]["labels"]["ray.io/cluster"] == name and p["metadata"]["namespace"] == namespace]
+
+    def _operate(self, obj: dict[str, Any]) -> None:
+        if not self.operator:
+            return
+        ns, name = obj["metadata"]["namespace"], obj["metadata"]["name"]
+        if obj["spec"].get("suspend") is True:
+            obj["status"] = {"state": "suspended"}
+            if self.delete_on_suspend:
+                for pod in self.pods_of(name, ns):
+                    if not pod["metadata"].get("finalizers"):
+                        self.remove_pod(pod["metadata"]["uid"])
+                    else:
+                        pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        elif not self.pods_of(name, ns):
+            self.create_pods(ns, name)
+            obj["status"] = {"state": "ready"}
+
+    # ---------------------------------------------------------------- the Kube interface
+
+    def list_clusters(self, namespace: str) -> list[dict[str, Any]]:
+        self._count("list")
+        with self.lock:
+            return [copy.deepcopy(c) for (ns, _), c in self.clusters.items() if ns == namespace]
+
+    def get_cluster(self, namespace: str, name: str) -> dict[str, Any] | None:
+        self._count("get")
+        with self.lock:
+            obj = self.clusters.get((namespace, name))
+            return copy.deepcopy(obj) if obj else None
+
+    def patch_cluster(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        self._count("patch")
+        with self.lock:
+            obj = self.clusters.get((namespace, name))
+            if obj is None:
+                raise NotFound(404, "NotFound", name)
+            want = (patch.get("metadata") or {}).get("resourceVersion")
+            if want and want != obj["metadata"]["resourceVersion"]:
+                raise Conflict(409, "Conflict", "the object has been modified")
+            patch = copy.deepcopy(patch)
+            patch.get("metadata", {}).pop("resourceVersion", None)
+            new = merge_apply(obj, patch)
+            self._bump(new)
+            self.clusters[(namespace, name)] = new
+            self.patches.append((name, patch))
+            self._operate(new)
+            return copy.deepcopy(new)
+
+    def list_pods(self, namespace: str, selector: str) -> tuple[list[dict[str, Any]], str]:
+        self._count("list")
+        key, _, value = selector.partition("=")
+        with self.lock:
+            pods = [copy.deepcopy(p) for p in self.pods.values() if p["metadata"]["namespace"] == namespace
+                    and key in p["metadata"]["labels"] and (not value or p["metadata"]["labels"][key] == value)]
+            return pods, str(next(self.rv))
+
+    def watch_pods(self, namespace: str, selector: str, resource_version: str, timeout_seconds: int):
+        self._count("watch")
+        q: queue.Queue = queue.Queue()
+        with self.lock:
+            self.watchers.append(q)
+        _, _, value = selector.partition("=")
+        try:
+            while True:
+                try:
+                    kind, pod = q.get(timeout=timeout_seconds)
+                except queue.Empty:
+                    return
+                if kind == "GONE":
+                    raise Gone(410, "Expired", "too old")
+                if pod["metadata"]["labels"].get("ray.io/cluster") == value:
+                    yield kind, pod
+        finally:
+            with self.lock:
+                self.watchers.remove(q)
+
+    def delete_pod(self, namespace: str, name: str, uid: str | None = None, grace_seconds: int | None = 0) -> bool:
+        self._count("delete")
+        with self.lock:
+            for pod in list(self.pods.values()):
+                if pod["metadata"]["name"] == name and (uid is None or pod["metadata"]["uid"] == uid):
+                    self.remove_pod(pod["metadata"]["uid"])
+                    return True
+        return False
+
+    def create_event(self, namespace: str, event: dict[str, Any]) -> None:
+        self._count("create")
+        self.events.append(event)
+
+    def event_reasons(self, name: str) -> list[str]:
+        return [e["reason"] for e in self.events if e["involvedObject"]["name"] == name]
+
+
+# ------------------------------------------------------------------ tests of the fake itself
+
+
+def test_merge_apply_rfc7386():
+    assert merge_apply({"a": 1, "b": {"c": 2, "d": 3}}, {"b": {"c": None, "e": 4}, "f": [1]}) == {
+        "a": 1, "b": {"d": 3, "e": 4}, "f": [1]}
+
+
+def test_fake_conflict_and_operator():
+    kube = FakeKube()
+    obj = kube.add_cluster("demo", stamped(cluster_spec()))
+    assert len(kube.pods_of("demo")) == 3
+    with pytest.raises(Conflict):
+        kube.patch_cluster(NS, "demo", {"metadata": {"resourceVersion": "1"}, "spec": {"suspend": True}})
+    kube.patch_cluster(NS, "demo", {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                                    "spec": {"suspend": True}})
+    assert kube.pods_of("demo") == []

@@ -1,0 +1,77 @@
+"""Lock/lease annotation and the pure state machine."""
+
+from __future__ import annotations
+
+import json
+
+from raygitops.presync import cycle
+from raygitops.presync import lock as locks
+
+TARGET = {"head": "h1-aaaaaaaaaaaaaaaa", "workers": {"small": "h1-bbbbbbbbbbbbbbbb"}}
+
+
+def test_round_trip_and_fields():
+    lk = locks.new_lock("pod/1/abc", TARGET, {"head": "h1-0"}, 1_800_000_000.25, 60)
+    text = lk.to_annotation()
+    doc = json.loads(text)
+    assert set(doc) == {"target", "phase", "holder", "renewedAt", "startedAt", "leaseSeconds", "from"}
+    assert doc["renewedAt"].endswith("Z") and doc["phase"] == "locked"
+    back = locks.parse(text)
+    assert back.target == TARGET and back.holder == "pod/1/abc" and abs(back.renewed_at - lk.renewed_at) < 1e-3
+
+
+def test_parse_rejects_garbage():
+    for text in (None, "", "{", "[]", '{"phase":"x","target":{}}', '{"phase":"locked","target":{}}',
+                 '{"phase":"locked","target":{},"renewedAt":"yesterday"}'):
+        assert locks.parse(text) is None
+
+
+def test_lease_expiry_by_clock_and_by_observation():
+    lk = locks.new_lock("a", TARGET, None, 1000.0, 60)
+    assert not lk.expired(1059.0)
+    assert lk.expired(1061.0)
+    assert lk.expired(1000.0, unchanged_for=61)  # a writer with a clock in the future
+    assert not lk.renewed(1050.0).expired(1100.0)
+
+
+def test_takeover_keeps_target_only_after_resume():
+    other = {"head": "h1-cccccccccccccccc"}
+    for phase, expected in ((locks.LOCKED, TARGET), (locks.SUSPENDED, TARGET), (locks.RESUMED, other)):
+        lk = locks.new_lock("dead", other, None, 0.0).at(phase, 0.0)
+        taken = lk.taken_over("me", 100.0, TARGET)
+        assert taken.holder == "me" and taken.renewed_at == 100.0 and taken.phase == phase
+        assert taken.target == expected
+
+
+def test_last_recreate_value():
+    lk = locks.new_lock("a", TARGET, {"head": "h1-old"}, 1000.0)
+    doc = json.loads(locks.last_recreate(lk, 1010.0))
+    assert doc["from"] == {"head": "h1-old"} and doc["to"] == TARGET
+    assert doc["startedAt"] < doc["finishedAt"] and doc["outcome"] == "Completed"
+
+
+def _live(lock=None, suspend=None):
+    obj = {"metadata": {"annotations": {}}, "spec": {}}
+    if lock is not None:
+        obj["metadata"]["annotations"][locks.LOCK_ANNOTATION] = lock if isinstance(lock, str) else lock.to_annotation()
+    if suspend is not None:
+        obj["spec"]["suspend"] = suspend
+    return obj
+
+
+def test_state_machine_transitions():
+    me, now = "me", 1000.0
+    mine = locks.new_lock(me, TARGET, None, now)
+    theirs = locks.new_lock("them", TARGET, None, now)
+    ns = cycle.next_step
+    assert ns(None, me, now) == cycle.GONE
+    assert ns(_live(), me, now) == cycle.ACQUIRE
+    assert ns(_live(mine), me, now) == cycle.SUSPEND
+    assert ns(_live(mine.at(locks.SUSPENDED, now), suspend=True), me, now) == cycle.DRAIN
+    # suspended phase but someone flipped suspend back: suspend again before draining
+    assert ns(_live(mine.at(locks.SUSPENDED, now), suspend=False), me, now) == cycle.SUSPEND
+    assert ns(_live(mine.at(locks.RESUMED, now), suspend=False), me, now) == cycle.WAIT_READY
+    assert ns(_live(theirs), me, now + 10) == cycle.WAIT
+    assert ns(_live(theirs), me, now + 61) == cycle.TAKEOVER
+    assert ns(_live(theirs), me, now + 10, unchanged_for=61) == cycle.TAKEOVER
+    assert ns(_live("not json"), me, now) == cycle.TAKEOVER

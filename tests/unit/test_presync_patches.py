@@ -1,0 +1,84 @@
+"""Patch construction: the one resume patch, lock/suspend/unlock patches, merge diffs."""
+
+from __future__ import annotations
+
+import copy
+
+from raygitops.hashing import HASH_ANNOTATION, hash_cluster
+from raygitops.presync import lock as locks
+from raygitops.presync import patches
+
+from test_presync_fakes import cluster_spec, make_plan, merge_apply, stamped, with_crd_defaults
+
+
+def _live(spec, rv="41"):
+    return {"metadata": {"name": "demo", "resourceVersion": rv, "annotations": {"keep": "me"}}, "spec": spec}
+
+
+LOCK = locks.new_lock("me", {"head": "h1-x"}, None, 0.0)
+
+
+def test_merge_diff_round_trips():
+    old = {"a": 1, "b": {"c": 2, "d": {"e": 3}}, "l": [1, 2], "gone": {"x": 1}}
+    new = {"a": 1, "b": {"c": 5, "d": {}}, "l": [2], "added": True}
+    patch = patches.merge_diff(old, new)
+    assert patch == {"b": {"c": 5, "d": {"e": None}}, "l": [2], "gone": None, "added": True}
+    assert merge_apply(old, patch) == new
+    assert patches.merge_diff(old, old) == {}
+
+
+def test_resume_patch_writes_desired_spec_and_unsuspends_in_one_write():
+    live_spec = with_crd_defaults(stamped(cluster_spec(image="old:1", workers=("a", "b"), replicas=3)))
+    live_spec["suspend"] = True
+    live_spec["workerGroupSpecs"][0]["scaleStrategy"] = {"workersToDelete": ["p1"]}
+    live_spec["headGroupSpec"]["serviceType"] = "NodePort"
+    live_spec["headServiceAnnotations"] = {"x": "y"}
+    live_spec["enableInTreeAutoscaling"] = True  # pod-shaping, removed in the new spec
+    desired = cluster_spec(image="new:2", workers=("b", "c"), replicas=1)
+    plan = make_plan(spec=desired)
+    live = _live(live_spec)
+    patch = patches.resume_patch(live, plan, LOCK.at(locks.RESUMED, 1.0))
+
+    assert patch["metadata"]["resourceVersion"] == "41"
+    assert '"phase":"resumed"' in patch["metadata"]["annotations"][locks.LOCK_ANNOTATION]
+    assert patch["spec"]["suspend"] is False
+    after = merge_apply(live, patch)["spec"]
+    assert after["suspend"] is False
+    assert "enableInTreeAutoscaling" not in after
+    assert after["headServiceAnnotations"] == {"x": "y"} and after["headGroupSpec"]["serviceType"] == "NodePort"
+    names = [g["groupName"] for g in after["workerGroupSpecs"]]
+    assert names == ["b", "c"]  # a dropped, b kept in place, c added
+    b, c = after["workerGroupSpecs"]
+    assert b["replicas"] == 3 and b["maxReplicas"] == 4 and b["minReplicas"] == 1  # live scaling kept
+    assert "replicas" not in c  # the CRD defaults it; Argo CD applies the manifest next
+    # every group stamped with its desired hash; the pod-shaping spec is the desired one
+    assert after["headGroupSpec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION] == plan.hashes.head
+    assert b["template"]["metadata"]["annotations"][HASH_ANNOTATION] == plan.hashes.workers["b"]
+    assert hash_cluster(after) == plan.hashes
+    assert after["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == "new:2"
+
+
+def test_resume_on_same_spec_only_flips_suspend():
+    live_spec = stamped(cluster_spec())
+    live_spec["suspend"] = True
+    patch = patches.resume_patch(_live(live_spec), make_plan(), LOCK)
+    assert patch["spec"] == {"suspend": False}
+
+
+def test_resume_keeps_upgrade_strategy_and_managed_by():
+    live_spec = stamped(cluster_spec())
+    live_spec.update(upgradeStrategy={"type": "Recreate"}, managedBy="ray.io/kuberay-operator", suspend=True)
+    after = merge_apply(_live(live_spec), patches.resume_patch(_live(live_spec), make_plan(), LOCK))["spec"]
+    assert after["upgradeStrategy"] == {"type": "Recreate"} and after["managedBy"] == "ray.io/kuberay-operator"
+
+
+def test_lock_suspend_unlock_patches():
+    live = _live(cluster_spec())
+    p = patches.lock_patch(live, LOCK)
+    assert p == {"metadata": {"resourceVersion": "41", "annotations": {locks.LOCK_ANNOTATION: LOCK.to_annotation()}}}
+    s = patches.suspend_patch(live, LOCK.at(locks.SUSPENDED, 0.0))
+    assert s["spec"] == {"suspend": True} and '"phase":"suspended"' in s["metadata"]["annotations"][locks.LOCK_ANNOTATION]
+    u = patches.unlock_patch(live, "{}")
+    assert u["metadata"]["annotations"] == {locks.LOCK_ANNOTATION: None, locks.LAST_ANNOTATION: "{}"}
+    after = merge_apply(copy.deepcopy(live), u)
+    assert after["metadata"]["annotations"]["keep"] == "me"
