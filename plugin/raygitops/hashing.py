@@ -143,3 +143,17 @@ def is_h1(value: Any) -> bool:
         and value.startswith(SCHEME + "-")
         and all(c in "0123456789abcdef" for c in value[len(SCHEME) + 1 :])
     )
+
+
+def stamp_group(group: dict[str, Any], value: str) -> None:
+    """Write ``value`` into the group's template annotations (KubeRay copies them onto every
+    pod it creates), creating template metadata as needed; mutates ``group``."""
+    template = group.get("template")
+    if not isinstance(template, dict):
+        raise RaygitopsError(f"group {group.get('groupName', 'head')!r} has no pod template")
+    if not isinstance(template.get("metadata"), dict):  # put metadata first, where people look
+        template = group["template"] = {"metadata": {}, **{k: v for k, v in template.items() if k != "metadata"}}
+    metadata = template["metadata"]
+    if not isinstance(metadata.get("annotations"), dict):
+        metadata["annotations"] = {}
+    metadata["annotations"][HASH_ANNOTATION] = value

@@ -12,12 +12,12 @@ from typing import Any
 from raygitops import strategy
 from raygitops.errors import RaygitopsError
 from raygitops.hashing import (
-    HASH_ANNOTATION,
     HASHES_ANNOTATION,
     GroupHashes,
     PodShapingSpec,
     hash_spec,
     pod_shaping_spec,
+    stamp_group,
 )
 from raygitops.hookresources import hook_resources
 from raygitops.plan import ClusterPlan, HookSettings, Plan
@@ -67,20 +67,11 @@ def _set_annotation(meta_holder: dict[str, Any], key: str, value: str) -> None:
     annotations[key] = value
 
 
-def _stamp_template(group: dict[str, Any], value: str) -> None:
-    template = group.get("template")
-    if not isinstance(template, dict):
-        raise RaygitopsError(f"group {group.get('groupName', 'head')!r} has no pod template")
-    if "metadata" not in template:  # put metadata first, where people look for it
-        template = group["template"] = {"metadata": {}, **template}
-    _set_annotation(template, HASH_ANNOTATION, value)
-
-
 def _write_hashes(spec: dict[str, Any], hashes: GroupHashes) -> None:
     """Stamp each group template: KubeRay copies template annotations onto its pods."""
-    _stamp_template(spec["headGroupSpec"], hashes.head)
+    stamp_group(spec["headGroupSpec"], hashes.head)
     for group in spec.get("workerGroupSpecs") or []:
-        _stamp_template(group, hashes.workers[group["groupName"]])
+        stamp_group(group, hashes.workers[group["groupName"]])
 
 
 def _check_object(doc: Document) -> tuple[str, str, str]:

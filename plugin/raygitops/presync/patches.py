@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from raygitops.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED, HASH_ANNOTATION
+from raygitops.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED, stamp_group
 from raygitops.plan import ClusterPlan
 from raygitops.presync.lock import LAST_ANNOTATION, LOCK_ANNOTATION, Lock
 
@@ -41,17 +41,6 @@ def merge_diff(old: Any, new: Any) -> Any:
     return out
 
 
-def _stamp(group: dict[str, Any], value: str) -> None:
-    template = group.setdefault("template", {})
-    metadata = template.get("metadata")
-    if not isinstance(metadata, dict):
-        metadata = template["metadata"] = {}
-    annotations = metadata.get("annotations")
-    if not isinstance(annotations, dict):
-        annotations = metadata["annotations"] = {}
-    annotations[HASH_ANNOTATION] = value
-
-
 def _keep(target: dict[str, Any], live: dict[str, Any], keys: frozenset[str]) -> None:
     for key in sorted(keys):
         if key in live:
@@ -67,7 +56,7 @@ def resume_spec(live_spec: dict[str, Any], plan: ClusterPlan) -> dict[str, Any]:
     head = copy.deepcopy(shaping.head)
     live_head = live_spec.get("headGroupSpec") if isinstance(live_spec.get("headGroupSpec"), dict) else {}
     _keep(head, live_head, GROUP_EXCLUDED)
-    _stamp(head, hashes.head)
+    stamp_group(head, hashes.head)
     spec["headGroupSpec"] = head
 
     live_groups = {
@@ -81,7 +70,7 @@ def resume_spec(live_spec: dict[str, Any], plan: ClusterPlan) -> dict[str, Any]:
         group["groupName"] = name
         if name in live_groups:
             _keep(group, live_groups[name], GROUP_EXCLUDED)
-        _stamp(group, hashes.workers[name])
+        stamp_group(group, hashes.workers[name])
         workers.append(group)
     spec["workerGroupSpecs"] = workers
     spec["suspend"] = False
