@@ -6,6 +6,16 @@ nothing else (no traceback, no partial stdout).
 
 from __future__ import annotations
 
+import re
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def printable(text: str) -> str:
+    """``text`` fit for a one-line message: control characters escaped (file names may hold
+    newlines)."""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
 
 class RaygitopsError(Exception):
     """A user-facing error, optionally located in a source file."""
@@ -28,6 +38,7 @@ class RaygitopsError(Exception):
         message = " ".join(self.message.split())  # always one line
         if self.path is None:
             return message
+        path = printable(self.path)
         if self.line is None:
-            return f"{self.path}: {message}"
-        return f"{self.path}:{self.line}: {message}"
+            return f"{path}: {message}"
+        return f"{path}:{self.line}: {message}"

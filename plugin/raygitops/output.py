@@ -34,7 +34,12 @@ def yaml_stream(objects: list[dict[str, Any]]) -> str:
 
 def json_list(objects: list[dict[str, Any]]) -> str:
     """A ``v1/List``: one JSON document kubectl and Argo CD both accept."""
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2, default=str) + "\n"
+    try:
+        text = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}, indent=2, default=str,
+                          allow_nan=False)
+    except ValueError:  # YAML's .inf / .nan: json.dumps would write Infinity / NaN (not JSON)
+        raise RaygitopsError("a value is .inf or .nan, which JSON cannot hold (quote it)") from None
+    return text + "\n"
 
 
 def _file_names(objects: list[dict[str, Any]], default_namespace: str) -> list[str]:
@@ -48,6 +53,13 @@ def _file_names(objects: list[dict[str, Any]], default_namespace: str) -> list[s
         folder = CLUSTER_SCOPED_DIR if obj["kind"] in CLUSTER_SCOPED_KINDS else (
             meta.get("namespace") or default_namespace)
         return f"{folder}/{kind}-{meta.get('name') or meta.get('generateName')}.yaml"
+
+    for obj in objects:
+        meta = obj.get("metadata", {})
+        for part in (obj["kind"], meta.get("namespace"), meta.get("name") or meta.get("generateName")):
+            if isinstance(part, str) and (part in (".", "..") or any(c in part for c in "/\\\0")):
+                raise RaygitopsError(f"{obj['kind']} {meta.get('name')!r}: {part!r} cannot name a file "
+                                     "(it is not a valid Kubernetes name either)")
 
     plain = [name(o, False) for o in objects]
     clashes = {n for n in plain if plain.count(n) > 1}

@@ -21,7 +21,7 @@ from raygitops.settings import (
     find_config,
     load_config,
 )
-from raygitops.sources import read_app, read_text
+from raygitops.sources import check_app_file, read_app, read_stdin, read_text
 from raygitops.yamlio import Document, decode, load_documents
 
 STDIN = "-"
@@ -35,6 +35,10 @@ def resolve_settings(
     config_path: Path | None = Path(config) if config else None
     if config_path is None and path != STDIN and Path(path).is_dir():
         config_path = find_config(Path(path))
+        if config_path is not None:
+            # The app's own config file is untrusted like every file of the app: it must
+            # not lead outside it (a symlink to a secret would echo its keys in errors).
+            check_app_file(Path(path).resolve(), config_path, str(config_path))
     if config_path is not None:
         if not config_path.is_file():
             raise RaygitopsError("config file not found", str(config_path))
@@ -50,7 +54,7 @@ def read_documents(
 ) -> list[Document]:
     """Parse the documents of a directory, one file, or stdin (``-``)."""
     if path == STDIN:
-        data = (stdin or sys.stdin.buffer).read()
+        data = read_stdin(stdin or sys.stdin.buffer, "<stdin>")
         return list(load_documents(decode(data, "<stdin>"), "<stdin>"))
     target = Path(path)
     if target.is_dir():

@@ -23,6 +23,7 @@ _SUFFIX = {
     "Pi": Fraction(2**50),
     "Ei": Fraction(2**60),
 }
+MAX_QUANTITY_CHARS = 128
 # k8s.io/apimachinery/pkg/api/resource: <signedNumber><suffix>, suffix binary, decimal SI or exponent.
 _QUANTITY = re.compile(
     r"^(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))"
@@ -37,9 +38,13 @@ def parse(value: object) -> Fraction | None:
     if isinstance(value, int):
         return Fraction(value)
     if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None  # .nan / .inf: no quantity, compared as written
         return Fraction(repr(value))
     if not isinstance(value, str):
         return None
+    if len(value) > MAX_QUANTITY_CHARS:
+        return None  # no real quantity is that long; keeps Fraction (and int()) bounded
     match = _QUANTITY.match(value.strip())
     if match is None:
         return None

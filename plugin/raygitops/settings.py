@@ -127,7 +127,11 @@ def _apply_mapping(
             known = ", ".join(sorted([*keys, *(["hook"] if prefix == "" else [])]))
             raise RaygitopsError(f"unknown setting '{prefix}{key}' (known: {known})", path, line)
         attr, convert = keys[key]
-        value = yaml.load(yaml.serialize(value_node), Loader=yaml.SafeLoader)
+        try:
+            value = yaml.load(yaml.serialize(value_node), Loader=yaml.SafeLoader)
+        except (yaml.YAMLError, ValueError, OverflowError) as err:  # !!python/..., 2001-13-45
+            problem = getattr(err, "problem", None) or f"invalid value: {str(err).split(';')[0]}"
+            raise RaygitopsError(f"{prefix}{key}: {problem}", path, line) from None
         try:
             setattr(settings, attr, convert(value))
         except (ValueError, TypeError) as err:
@@ -136,7 +140,13 @@ def _apply_mapping(
 
 def load_config(settings: Settings, config: Path, display: str) -> None:
     """Apply the app config file onto ``settings``."""
+    from raygitops.yamlio import check_nesting
+
     text = decode(config.read_bytes(), display)
+    try:
+        check_nesting(text)
+    except RaygitopsError as err:
+        raise err.located(display) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as err:
@@ -170,10 +180,14 @@ def apply_parameters(settings: Settings, params: list[dict[str, Any]]) -> None:
     for param in params:
         name = param.get("name")
         where = f"ARGOCD_APP_PARAMETERS: parameter {name!r}"
+        if not isinstance(name, str):
+            raise RaygitopsError(f"{where}: the name is not a string")
         if name == "values-files":
-            settings.values_files = settings.values_files + _string_list(
-                param.get("array") or param.get("string") or []
-            )
+            try:
+                files = _string_list(param.get("array") or param.get("string") or [])
+            except ValueError as err:
+                raise RaygitopsError(f"{where}: {err}") from None
+            settings.values_files = settings.values_files + files
         elif name == "values":
             mapping = param.get("map") or {}
             if not isinstance(mapping, dict):

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from raygitops.errors import RaygitopsError
+from raygitops.errors import RaygitopsError, printable
 from raygitops.settings import CONFIG_NAMES, Settings, argocd_parameters
 from raygitops.yamlio import Document, decode, load_documents
 
@@ -22,11 +22,27 @@ MAX_FILE_BYTES = 32 * 1024 * 1024
 
 def _display(app_dir: Path, shown_as: str, path: Path) -> str:
     rel = path.relative_to(app_dir).as_posix()
-    return rel if shown_as in ("", ".") else f"{shown_as.rstrip('/')}/{rel}"
+    return printable(rel if shown_as in ("", ".") else f"{shown_as.rstrip('/')}/{rel}")
+
+
+def _display_setting(shown_as: str, value: str) -> str:
+    """How a path named in the app config is shown (it may be absolute or climb out)."""
+    if os.path.isabs(value) or shown_as in ("", "."):
+        return printable(value)
+    return printable(f"{shown_as.rstrip('/')}/{value}")
+
+
+def _resolve(path: Path, display: str) -> Path:
+    try:
+        return path.resolve()
+    except RuntimeError:  # a symlink loop (Python < 3.13)
+        raise RaygitopsError("symlink loop", display) from None
+    except OSError as err:  # ELOOP (Python >= 3.13), ENAMETOOLONG, ...
+        raise RaygitopsError(f"cannot resolve path: {err.strerror}", display) from None
 
 
 def _inside(root: Path, path: Path, display: str) -> Path:
-    resolved = path.resolve()
+    resolved = _resolve(path, display)
     try:
         resolved.relative_to(root)
     except ValueError:
@@ -34,14 +50,31 @@ def _inside(root: Path, path: Path, display: str) -> Path:
     return resolved
 
 
-def read_text(root: Path, path: Path, display: str) -> str:
-    """Read and decode one file inside ``root`` (size-bounded)."""
+def _too_large(display: str) -> RaygitopsError:
+    return RaygitopsError(f"file larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB", display)
+
+
+def check_app_file(root: Path, path: Path, display: str) -> Path:
+    """``path`` resolved, if it is a regular file inside ``root`` no larger than the bound."""
     resolved = _inside(root, path, display)
     if not resolved.is_file():
         raise RaygitopsError("not a regular file", display)
     if resolved.stat().st_size > MAX_FILE_BYTES:
-        raise RaygitopsError(f"file larger than {MAX_FILE_BYTES // (1024 * 1024)} MiB", display)
-    return decode(resolved.read_bytes(), display)
+        raise _too_large(display)
+    return resolved
+
+
+def read_text(root: Path, path: Path, display: str) -> str:
+    """Read and decode one file inside ``root`` (size-bounded)."""
+    return decode(check_app_file(root, path, display).read_bytes(), display)
+
+
+def read_stdin(stream: Any, display: str) -> bytes:
+    """All of a byte stream, bounded like a file (a runaway pipe must not eat the memory)."""
+    data = stream.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise _too_large(display)
+    return data
 
 
 def is_values_file(rel: str) -> bool:
@@ -52,7 +85,7 @@ def is_values_file(rel: str) -> bool:
 
 def app_files(app_dir: Path, skip: Iterable[Path], exclude: list[str]) -> list[Path]:
     """Manifest and template files under ``app_dir``, sorted; hidden entries skipped."""
-    skipped = {p.resolve() for p in skip}
+    skipped = {_resolve(p, str(p)) for p in skip}
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(app_dir, followlinks=False):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
@@ -67,7 +100,7 @@ def app_files(app_dir: Path, skip: Iterable[Path], exclude: list[str]) -> list[P
                 continue
             if any(fnmatch.fnmatch(rel, pattern) for pattern in exclude):
                 continue
-            if path.resolve() in skipped and not path.is_symlink():
+            if not path.is_symlink() and path.resolve() in skipped:
                 continue
             found.append(path)
     return sorted(found, key=lambda p: p.relative_to(app_dir).as_posix())
@@ -101,6 +134,8 @@ def load_values(
             text = read_text(root, path, display)
         else:
             try:
+                if path.stat().st_size > MAX_FILE_BYTES:
+                    raise _too_large(display)
                 text = decode(path.read_bytes(), display)
             except OSError as err:
                 raise RaygitopsError(f"cannot read values file: {err.strerror}", display) from None
@@ -141,8 +176,7 @@ def read_app(
     """Every document of an app directory, templates rendered, in file order."""
     root = app_dir.resolve()
     values_files = [
-        (_inside(root, app_dir / v, _display(app_dir, shown_as, app_dir / v)),
-         _display(app_dir, shown_as, app_dir / v))
+        (_inside(root, app_dir / v, _display_setting(shown_as, v)), _display_setting(shown_as, v))
         for v in settings.values_files
     ]
     for v in cli_values:  # given on the command line by the user: trusted, any path

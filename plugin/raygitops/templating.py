@@ -19,11 +19,17 @@ from typing import Any, Iterator, Mapping
 from raygitops.errors import RaygitopsError
 
 MAX_OUTPUT_CHARS = 64 * 1024 * 1024
+MAX_TEMPLATE_BYTES = 32 * 1024 * 1024  # as sources.MAX_FILE_BYTES, for included templates
 # The sandbox stops escapes, not denial of service: bound what one expression may build,
 # and how long all templates of one render may run (Argo CD kills the plugin at 60 s).
 MAX_VALUE_ITEMS = 1024 * 1024
 MAX_POWER_BITS = 4096
 TEMPLATE_SECONDS = float(os.environ.get("RAYGITOPS_TEMPLATE_SECONDS", "30"))
+# ... and how much memory: one C call (``'x'|center(3000000000)``, ``'%9999999999d' % 1``,
+# ``s|replace('a', s)``) allocates gigabytes before any bound or deadline can look.  While
+# templates run, the address space may grow by at most this much (Linux: RLIMIT_AS); past
+# it, an allocation fails with MemoryError, reported as a template error.
+TEMPLATE_MEMORY_BYTES = int(os.environ.get("RAYGITOPS_TEMPLATE_MEMORY_MB", "1024")) * 1024 * 1024
 
 
 def _sized(value: Any) -> int | None:
@@ -69,10 +75,46 @@ def deadline(seconds: float) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
+def _address_space() -> int | None:
+    """Current virtual memory size of this process in bytes (Linux), else None."""
+    try:
+        with open("/proc/self/statm", "rb") as handle:
+            return int(handle.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextlib.contextmanager
+def memory_budget(extra: int) -> Iterator[None]:
+    """Let the address space grow by at most ``extra`` bytes inside the block (best effort)."""
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - not POSIX
+        yield
+        return
+    used = _address_space()
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    limit = None if used is None else used + extra
+    if limit is not None and hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    if limit is None or (soft != resource.RLIM_INFINITY and soft <= limit):
+        yield  # unknown usage, or already bounded tighter
+        return
+    try:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+    except (ValueError, OSError):
+        yield
+        return
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def _within(root: Path, candidate: Path) -> bool:
     try:
         candidate.resolve().relative_to(root)
-    except ValueError:
+    except (ValueError, RuntimeError, OSError):  # outside, or a symlink loop
         return False
     return True
 
@@ -103,6 +145,19 @@ class TemplateRenderer:
             """FileSystemLoader that refuses files resolving outside the app directory."""
 
             def get_source(self, environment, template):  # type: ignore[no-untyped-def]
+                # Check where the name leads before FileSystemLoader opens it: a symlink
+                # (or symlinked directory) to a file outside must not even be read.
+                pieces = jinja2.loaders.split_template_path(template)
+                for searchpath in self.searchpath:
+                    candidate = Path(searchpath, *pieces)
+                    if not os.path.lexists(candidate):
+                        continue
+                    if not _within(root_dir, candidate):
+                        raise jinja2.TemplateNotFound(f"{template} (outside the app directory)")
+                    if candidate.is_file() and candidate.stat().st_size > MAX_TEMPLATE_BYTES:
+                        raise RaygitopsError(
+                            f"template {template} is larger than {MAX_TEMPLATE_BYTES // (1024 * 1024)} MiB")
+                    break
                 source, filename, uptodate = super().get_source(environment, template)
                 if not _within(root_dir, Path(filename)):
                     raise jinja2.TemplateNotFound(f"{template} (outside the app directory)")
@@ -130,7 +185,7 @@ class TemplateRenderer:
         name = path.resolve().relative_to(self.root).as_posix()
         filename = str(path.resolve())
         try:
-            with deadline(self._expires - time.monotonic()):
+            with deadline(self._expires - time.monotonic()), memory_budget(TEMPLATE_MEMORY_BYTES):
                 template = self.env.get_template(name)
                 chunks: list[str] = []
                 size = 0
@@ -160,6 +215,10 @@ class TemplateRenderer:
                                  _jinja_error_line(err, filename)) from None
         except RecursionError:
             raise RaygitopsError("template recursion too deep", display) from None
+        except MemoryError as err:
+            raise RaygitopsError(
+                f"template needs more than {TEMPLATE_MEMORY_BYTES // (1024 * 1024)} MiB of memory",
+                display, _jinja_error_line(err, filename)) from None
         except (jinja2.TemplateError, ArithmeticError, TypeError, ValueError, LookupError,
                 AttributeError, OverflowError, MemoryError) as err:
             raise RaygitopsError(f"template error: {type(err).__name__}: {err}", display,

@@ -7,6 +7,7 @@ walks the expanded tree.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Iterator
 
@@ -25,6 +26,10 @@ except AttributeError:  # pragma: no cover - PyYAML built without libyaml
 MAX_EXPANDED_NODES = 1_000_000
 MAX_DEPTH = 200
 
+# Where a block collection can start on a line: after the indentation and any compact
+# indicators ("- - ", "? ", ": ") or node properties ("&a ", "!!seq ").
+_BLOCK_START = re.compile(r"^[ ]*(?:(?:[-?:]|---|&\S*|!\S*)[ \t]+)*", re.MULTILINE)
+
 
 @dataclass(frozen=True)
 class Document:
@@ -35,12 +40,35 @@ class Document:
     line: int
 
 
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+
 class _StrictLoader(_Loader):  # type: ignore[misc, valid-type]
-    """Safe loader that rejects duplicate mapping keys."""
+    """Safe loader that rejects duplicate mapping keys.
+
+    A key that overrides one brought in by a ``<<`` merge key is not a duplicate (that is
+    what merge keys are for); two keys written in the same mapping are.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        # Merge keys are rare: only then track which keys each mapping wrote itself.
+        merges = isinstance(stream, str) and ("<<" in stream or "merge" in stream)
+        self._own_keys: dict[int, tuple[yaml.Node, set[int]]] | None = {} if merges else None
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        # Remember the keys written in this mapping before merges are spliced in (a merged
+        # mapping is flattened, in place, by whoever merges it first).
+        owned = self._own_keys
+        if owned is not None and id(node) not in owned:
+            owned[id(node)] = (node, {id(k) for k, _ in node.value if k.tag != _MERGE_TAG})
+        super().flatten_mapping(node)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        self.flatten_mapping(node)  # resolves "<<" merge keys first
+        self.flatten_mapping(node)  # resolves "<<" merge keys first (merged pairs come first)
+        own = self._own_keys[id(node)][1] if self._own_keys is not None else None
         mapping: dict = {}
+        written: set = set()
         for key_node, value_node in node.value:
             key = self.construct_object(key_node, deep=deep)
             try:
@@ -49,43 +77,120 @@ class _StrictLoader(_Loader):  # type: ignore[misc, valid-type]
                 raise RaygitopsError(
                     "mapping key is not a scalar", line=key_node.start_mark.line + 1
                 ) from None
-            if key in mapping:
-                raise RaygitopsError(
-                    f"duplicate key {key!r}", line=key_node.start_mark.line + 1
-                )
+            if own is None:
+                if key in mapping:
+                    raise RaygitopsError(
+                        f"duplicate key {key!r}", line=key_node.start_mark.line + 1
+                    )
+            elif id(key_node) in own:
+                if key in written:
+                    raise RaygitopsError(
+                        f"duplicate key {key!r}", line=key_node.start_mark.line + 1
+                    )
+                written.add(key)
             mapping[key] = self.construct_object(value_node, deep=deep)
         return mapping
 
 
 def _check_expansion(root: yaml.Node) -> None:
     """Refuse node graphs whose alias expansion is huge or deep (billion laughs)."""
-    sizes: dict[int, int] = {}
+    # id(node) -> (expanded size, height): an alias reached again deeper must still be
+    # checked for depth (a chain of anchors each nesting the previous one).
+    known: dict[int, tuple[int, int]] = {}
 
-    def size(node: yaml.Node, depth: int) -> int:
+    def too_deep(node: yaml.Node) -> RaygitopsError:
+        return RaygitopsError(
+            f"document nests deeper than {MAX_DEPTH} levels", line=node.start_mark.line + 1
+        )
+
+    def size(node: yaml.Node, depth: int) -> tuple[int, int]:
         if depth > MAX_DEPTH:
-            raise RaygitopsError(
-                f"document nests deeper than {MAX_DEPTH} levels",
-                line=node.start_mark.line + 1,
-            )
-        known = sizes.get(id(node))
-        if known is not None:
-            return known
-        total = 1
+            raise too_deep(node)
+        seen = known.get(id(node))
+        if seen is not None:
+            if depth + seen[1] > MAX_DEPTH:
+                raise too_deep(node)
+            return seen
+        total, height = 1, 0
         if isinstance(node, yaml.MappingNode):
-            for k, v in node.value:
-                total += size(k, depth + 1) + size(v, depth + 1)
+            children = [n for pair in node.value for n in pair]
         elif isinstance(node, yaml.SequenceNode):
-            for v in node.value:
-                total += size(v, depth + 1)
+            children = node.value
+        else:
+            children = []
+        for child in children:
+            child_total, child_height = size(child, depth + 1)
+            total += child_total
+            height = max(height, child_height + 1)
         if total > MAX_EXPANDED_NODES:
             raise RaygitopsError(
                 f"document expands to more than {MAX_EXPANDED_NODES} nodes through aliases",
                 line=node.start_mark.line + 1,
             )
-        sizes[id(node)] = total
-        return total
+        known[id(node)] = (total, height)
+        return total, height
 
     size(root, 0)
+
+
+def _nesting_bound(text: str) -> int:
+    """A cheap upper bound of how deep ``text`` can nest (without parsing it).
+
+    A nested block collection starts at a greater column than its parent (a block sequence
+    that is a mapping value may share its key's column, but its entries cannot), so block
+    depth is at most twice the furthest column a block collection can start at; flow
+    collections add at most one level per bracket.
+    """
+    flow = text.count("[") + text.count("{")
+    if flow > MAX_DEPTH:
+        return flow
+    if "&" not in text and "!" not in text:
+        # Fast path: the start-of-block prefix is made of " \t-?:" only, so no line starting
+        # with that many of them means no block collection starts that far right.
+        columns = (MAX_DEPTH - 1 - flow) // 2 - 1
+        if columns > 0 and (_LONG_PREFIX.get(columns) or _long_prefix(columns)).search(text) is None:
+            return 2 * columns + 1 + flow
+    column = max((m.end() - m.start() for m in _BLOCK_START.finditer(text)), default=0)
+    return 2 * (column + 1) + 1 + flow
+
+
+_LONG_PREFIX: dict[int, re.Pattern[str]] = {}
+
+
+def _long_prefix(columns: int) -> re.Pattern[str]:
+    pattern = _LONG_PREFIX[columns] = re.compile(r"^[ \t?:-]{%d}" % (columns + 1), re.MULTILINE)
+    return pattern
+
+
+def check_nesting(text: str) -> None:
+    """Refuse documents nesting deeper than MAX_DEPTH *before* composing them.
+
+    libyaml's composer recurses in C (about 25,000 levels overflow the stack: a segfault,
+    not an exception) and everything after it (constructor, hashing, dumpers) recurses in
+    Python.  When the cheap bound cannot rule it out, walk the parser's events (iterative).
+    """
+    if _nesting_bound(text) <= MAX_DEPTH:
+        return
+    parser = _Loader(text)
+    depth = 0
+    try:
+        while True:
+            event = parser.get_event()
+            if event is None:
+                return
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise RaygitopsError(
+                        f"document nests deeper than {MAX_DEPTH} levels",
+                        line=event.start_mark.line + 1,
+                    )
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+            elif isinstance(event, yaml.StreamEndEvent):
+                return
+    finally:
+        parser.dispose()
 
 
 def load_documents(text: str, path: str) -> Iterator[Document]:
@@ -96,6 +201,7 @@ def load_documents(text: str, path: str) -> Iterator[Document]:
     loader = _StrictLoader(text)
     may_alias = "*" in text
     try:
+        check_nesting(text)
         while loader.check_node():
             node = loader.get_node()
             line = node.start_mark.line + 1
@@ -105,6 +211,10 @@ def load_documents(text: str, path: str) -> Iterator[Document]:
                 obj = loader.construct_document(node)
             except RecursionError:
                 raise RaygitopsError("document nests too deeply", line=line) from None
+            except (ValueError, OverflowError) as err:
+                # a scalar Python refuses: an int of more than 4300 digits, 2001-13-45, ...
+                problem = str(err).split(";")[0].split(": value has")[0]
+                raise RaygitopsError(f"invalid value: {problem}", line=line) from None
             if obj is None:
                 continue
             yield Document(obj, path, line)

@@ -1,0 +1,1 @@
+"""Reliability and security campaigns (see docs/reliability.md)."""

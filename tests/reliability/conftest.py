@@ -1,0 +1,104 @@
+"""Fixtures of the reliability suite.
+
+- ``slow`` tests (the long campaign variants) are skipped unless ``RAYGITOPS_SLOW=1``.
+- ``control_plane`` (session): the e2e control plane of tests/e2e (controlplane.py).  When
+  the e2e suite already started one in this session it is reused (one apiserver, not two);
+  otherwise one is started here.  Without binaries, tests using it are skipped (failed with
+  ``RAYGITOPS_REQUIRE_E2E=1``), exactly like tests/e2e.
+- ``namespace`` (function): a fresh namespace on it.
+- ``proxy`` (function): a :class:`faultproxy.FaultProxy` in front of its apiserver.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+E2E_DIR = Path(__file__).resolve().parent.parent / "e2e"
+HERE = Path(__file__).resolve().parent
+SLOW = os.environ.get("RAYGITOPS_SLOW") == "1"
+REQUIRE = os.environ.get("RAYGITOPS_REQUIRE_E2E") == "1"
+
+if str(E2E_DIR) not in sys.path:
+    sys.path.insert(0, str(E2E_DIR))
+
+import controlplane  # noqa: E402  (the same module object tests/e2e/conftest.py imports)
+
+try:
+    controlplane.locate_binaries()
+    _unavailable: str | None = None
+except controlplane.Unavailable as exc:
+    _unavailable = str(exc)
+
+_own_plane: controlplane.ControlPlane | None = None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE not in Path(str(item.fspath)).resolve().parents:
+            continue
+        if "slow" in item.keywords and not SLOW:
+            item.add_marker(pytest.mark.skip(reason="slow campaign: set RAYGITOPS_SLOW=1"))
+        if "e2e" in item.keywords and _unavailable and not REQUIRE:
+            item.add_marker(pytest.mark.skip(reason=_unavailable))
+
+
+def _e2e_plane(config: pytest.Config) -> controlplane.ControlPlane | None:
+    """The control plane tests/e2e/conftest.py started in this session, if any."""
+    for plugin in config.pluginmanager.get_plugins():
+        path = getattr(plugin, "__file__", None)
+        if path and Path(path).resolve() == E2E_DIR / "conftest.py":
+            plane = getattr(plugin, "_plane", None)
+            if plane is not None and plane.has("kube-apiserver"):
+                return plane
+    return None
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest) -> controlplane.ControlPlane:
+    global _own_plane
+    if _unavailable:
+        pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {_unavailable}", pytrace=False)
+    shared = _e2e_plane(request.config)
+    if shared is not None:
+        yield shared
+        return
+    plane = controlplane.ControlPlane()
+    try:
+        plane.start()
+    except Exception:
+        print(plane.logs(tail=80), file=sys.stderr)
+        plane.cleanup()
+        raise
+    _own_plane = plane
+    try:
+        yield plane
+    finally:
+        _own_plane = None
+        plane.cleanup()
+
+
+@pytest.fixture
+def namespace(control_plane: controlplane.ControlPlane) -> str:
+    name = control_plane.create_namespace(controlplane.unique_name("rel"))
+    yield name
+    control_plane.delete_namespace(name, wait=False)
+
+
+@pytest.fixture
+def proxy(control_plane: controlplane.ControlPlane):
+    from reliability.faultproxy import FaultProxy
+
+    with FaultProxy(control_plane.kubeconfig, seed=int(os.environ.get("RAYGITOPS_SEED", "0"))) as p:
+        yield p
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _own_plane is not None and "control_plane" in getattr(item, "fixturenames", ()):
+        report.sections.append(("control plane logs", _own_plane.logs(tail=40)))
