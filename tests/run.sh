@@ -13,4 +13,7 @@ elif [ "${CI:-}" = "true" ]; then
   echo "tests/run.sh: CI needs Go to build the e2e control plane" >&2
   exit 1
 fi
+# The long reliability campaigns are part of the whole suite (RAYGITOPS_SLOW=0 to skip them
+# in a quick local run).
+export RAYGITOPS_SLOW=${RAYGITOPS_SLOW:-1}
 exec python3 -m pytest "$@"
