@@ -6,7 +6,7 @@ app, canary files carrying a unique secret.  A case must end in either
 - a clean error: exit 1, EMPTY stdout, exactly one stderr line ``raygitops: ...``; or
 - a correct render: exit 0, stdout a YAML stream of objects, nothing on stderr;
 
-never a traceback / ``internal error`` (exit 2) / signal (a crash), a hang (every case is
+never a traceback / ``internal error`` / signal (a crash), a hang (every case is
 bounded in time), unbounded memory (peak RSS of the subprocess, per child via ``wait4``),
 or a file read outside the app directory (the canary secret never shows up in any output;
 in-process runs also audit every ``open`` with ``sys.addaudithook``).
