@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from reliability import hostile
@@ -264,13 +264,19 @@ def _stdin_case(data: bytes) -> tuple:
 @SETTINGS
 @given(st.lists(_objects(), min_size=1, max_size=4), st.sampled_from([False, None, True]),
        st.sampled_from([True, False]))
+@example(docs=[{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"\x85": None, "name": "a"}}],
+         flow=False, unicode=True)  # found in CI: the input emitter's NEL, not render
 def test_hypothesis_documents(docs: list[dict], flow, unicode) -> None:
     text = yaml.safe_dump_all(docs, default_flow_style=flow, allow_unicode=unicode, sort_keys=False)
     outcome, found = _stdin_case(text.encode("utf-8"))
     assert not found, (found, text[:2000])
     if outcome.code == 0:  # a correct render: every other object passes through unchanged
         rendered = [d for d in yaml.safe_load_all(outcome.stdout) if d is not None]
-        plain = [d for d in docs if d["kind"] in ("ConfigMap", "Job")]
+        # Compare with what the text says, not with ``docs``: PyYAML's pure-Python emitter
+        # does not round-trip every string (allow_unicode writes NEL, U+0085, raw inside a
+        # single-quoted scalar, which then reads back as a space).
+        meant = [d for d in yaml.safe_load_all(text) if d is not None]
+        plain = [d for d in meant if isinstance(d, dict) and d.get("kind") in ("ConfigMap", "Job")]
         for doc in plain:
             assert doc in rendered or any(
                 {**r, "metadata": {k: v for k, v in r["metadata"].items() if k != "namespace"}} == doc
