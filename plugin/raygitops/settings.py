@@ -162,14 +162,21 @@ def load_config(settings: Settings, config: Path, display: str) -> None:
 
 
 def argocd_parameters(env: Mapping[str, str]) -> list[dict[str, Any]]:
-    """The parsed ``ARGOCD_APP_PARAMETERS`` (a JSON list), or [] when unset."""
+    """The parsed ``ARGOCD_APP_PARAMETERS`` (a JSON list), or [] when unset.
+
+    Argo CD sends the JSON literal ``null`` for an Application without parameters
+    (argo-cd #11900): that is "no parameters", like unset or empty.
+    """
     raw = env.get("ARGOCD_APP_PARAMETERS")
-    if not raw:
+    if not raw or not raw.strip():
         return []
     try:
         params = json.loads(raw)
-    except json.JSONDecodeError as err:
-        raise RaygitopsError(f"ARGOCD_APP_PARAMETERS is not JSON: {err.msg}") from None
+    except (json.JSONDecodeError, RecursionError) as err:
+        msg = err.msg if isinstance(err, json.JSONDecodeError) else "nests too deeply"
+        raise RaygitopsError(f"ARGOCD_APP_PARAMETERS is not JSON: {msg}") from None
+    if params is None:
+        return []
     if not isinstance(params, list) or not all(isinstance(p, dict) for p in params):
         raise RaygitopsError("ARGOCD_APP_PARAMETERS is not a list of parameters")
     return params

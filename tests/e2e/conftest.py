@@ -86,6 +86,17 @@ def control_plane(_e2e_binaries) -> controlplane.ControlPlane:
         plane.cleanup()
 
 
+@pytest.fixture(autouse=True)
+def _no_node_flap(request: pytest.FixtureRequest):
+    """Fail a test during which a fake node went NotReady (it would see pods flap not Ready)."""
+    yield
+    if "control_plane" in request.fixturenames and _plane is not None and _plane.has("kube-apiserver"):
+        flaps = _plane.node_flaps()
+        _plane.nodes_ready_at = _plane._node_ready_transitions()  # one failure per flap
+        if flaps:
+            pytest.fail(f"kwok node Ready condition flapped during the test: {', '.join(flaps)}", pytrace=False)
+
+
 @pytest.fixture
 def namespace(control_plane: controlplane.ControlPlane) -> str:
     name = control_plane.create_namespace(controlplane.unique_name("e2e"))

@@ -44,6 +44,8 @@ ControlPlane API
 ``.pki.dir``         ca.crt (trust it to reach ``.server``), admin.crt/key, sa.key/pub
 ``.workdir``         temp dir (``logs/``, certs, etcd data); kept with RAYGITOPS_E2E_KEEP=1
 ``.startup_timings`` seconds since start at which each phase was ready
+``.node_flaps()``    kwok nodes whose Ready condition changed since start-up (the e2e
+                     conftest fails any test during which a node flapped)
 """
 
 from __future__ import annotations
@@ -75,6 +77,7 @@ VERSIONS_FILE = E2E_DIR / "versions.env"
 REQUIRED = ("etcd", "kube-apiserver", "kubectl", "ray-operator", "kube-controller-manager")
 OPTIONAL = ("kube-scheduler", "kwok")
 KWOK_NODES = 3
+NODE_LEASE_SECONDS = 40
 
 
 class KubectlError(subprocess.CalledProcessError):
@@ -508,8 +511,11 @@ class ControlPlane:
     def _start_kwok(self) -> None:
         home = self.workdir / "kwok-home"  # kwok reads ~/.kwok/kwok.yaml: keep the user's out
         home.mkdir(exist_ok=True)
+        # Node leases: without them kwok's heartbeat is a status update the node controller
+        # misses about every 55 s, so every node (and every pod on it) flaps NotReady.
         self._run("kwok", ["--kubeconfig", self.kubeconfig, "--manage-all-nodes=true", "--cidr=10.244.0.0/16",
-                           "--node-ip=127.0.0.1"], env=dict(os.environ, HOME=str(home)))
+                           "--node-ip=127.0.0.1", f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}"],
+                  env=dict(os.environ, HOME=str(home)))
         self.apply([{
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": f"kwok-node-{i}", "labels": {"type": "kwok", "kubernetes.io/hostname": f"kwok-node-{i}"},
@@ -524,6 +530,22 @@ class ControlPlane:
                 for n in nodes)
 
         wait_for(nodes_ready, timeout=60, message="kwok nodes Ready")
+        self.nodes_ready_at = self._node_ready_transitions()
+
+    def _node_ready_transitions(self) -> dict[str, str]:
+        """node name -> lastTransitionTime of its Ready condition."""
+        return {n["metadata"]["name"]: c.get("lastTransitionTime", "")
+                for n in self.kubectl_json("get", "nodes")["items"]
+                for c in n.get("status", {}).get("conditions", []) if c["type"] == "Ready"}
+
+    def node_flaps(self) -> list[str]:
+        """Nodes whose Ready condition changed since they first became Ready (a flap turns
+        every pod on the node not Ready: a test that saw one proves nothing about readiness)."""
+        if not self.has("kwok"):
+            return []
+        now = self._node_ready_transitions()
+        return sorted(f"{name} (Ready changed at {now.get(name) or 'gone'})"
+                      for name, since in self.nodes_ready_at.items() if now.get(name) != since)
 
     # --- operator
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
 from raygitops.cli import main
+from raygitops.errors import RaygitopsError
 from raygitops.pipeline import render_app
 from test_render import RECREATE, cluster, write
 
@@ -123,3 +125,19 @@ def test_flux_names_the_job_after_the_plan(tmp_path: Path) -> None:
     (root / "c.yaml").write_text(cluster(meta=RECREATE).replace("2.41.0", "2.42.0"))
     b = render_app(str(root), env={}, overrides={"hook_name_suffix": True})
     assert next(o for o in b.objects if o["kind"] == "Job")["metadata"]["name"] != name
+
+
+@pytest.mark.parametrize("raw", ["null", "", "  ", "[]", " null\n"])
+def test_argocd_parameters_absent_in_every_form_argocd_sends(tmp_path: Path, raw: str) -> None:
+    """Argo CD sends ARGOCD_APP_PARAMETERS=null for an Application without parameters
+    (argo-cd #11900): a plain Application must render exactly as without the variable."""
+    root = write(tmp_path, {"c.yaml": cluster(meta=RECREATE)})
+    plain = render_app(str(root), env={})
+    assert render_app(str(root), env={"ARGOCD_APP_PARAMETERS": raw}).objects == plain.objects
+
+
+@pytest.mark.parametrize("raw", ["{}", '"x"', "[1]", "[null]", "nul", "[" * 5000])
+def test_argocd_parameters_malformed_are_located_errors(tmp_path: Path, raw: str) -> None:
+    root = write(tmp_path, {"c.yaml": cluster(meta=RECREATE)})
+    with pytest.raises(RaygitopsError, match="ARGOCD_APP_PARAMETERS"):
+        render_app(str(root), env={"ARGOCD_APP_PARAMETERS": raw})
