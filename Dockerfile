@@ -15,14 +15,17 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-# Only what the wheel needs (see .dockerignore).
-COPY pyproject.toml README.md ./
+# Only what the wheel needs and the lock of its dependencies (see .dockerignore).
+COPY pyproject.toml README.md LICENSE ./
+COPY requirements/runtime.txt requirements/
 COPY plugin/ plugin/
-# Build the wheel, then install it and its dependencies into a venv (PyPI wheels: PyYAML's
-# manylinux wheel bundles libyaml, so no compiler and no -dev packages are needed).
+# The dependencies exactly as locked (versions and hashes: requirements/lock.sh), then the
+# wheel without dependencies (PyPI wheels: PyYAML's manylinux wheel bundles libyaml, so no
+# compiler and no -dev packages are needed).
 RUN python -m venv /opt/raygitops \
+ && /opt/raygitops/bin/python -m pip install --require-hashes --no-deps -r requirements/runtime.txt \
  && /opt/raygitops/bin/python -m pip wheel --no-deps --wheel-dir /wheels . \
- && /opt/raygitops/bin/python -m pip install /wheels/raygitops-*.whl
+ && /opt/raygitops/bin/python -m pip install --no-deps /wheels/raygitops-*.whl
 # Render speed depends on the libyaml C loader/dumper: fail the build without it.
 RUN /opt/raygitops/bin/python -c "import yaml, sys; sys.exit(0 if yaml.__with_libyaml__ else 'PyYAML is built without libyaml')" \
  && /opt/raygitops/bin/raygitops --version

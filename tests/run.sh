@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh machine: install, build the real control plane (cached
-# outside the repo, see tests/e2e/README.md), run every test. Where Go is present the
-# end-to-end tests are required: a skipped one is a failure. Without Go they skip, saying so.
+# The whole test suite, from a fresh machine: a virtualenv from the lock, the real control
+# plane built into a cache (see tests/e2e/README.md), every test; then the fast suites again
+# with the newest and the lowest dependency versions pyproject.toml allows (tests/venvs.sh).
+# Where Go is present the end-to-end tests are required: a skipped one is a failure. Without
+# Go they skip, saying so. Arguments are passed to the main pytest run.
+#   RAYGITOPS_SLOW=0        leave out the long reliability campaigns (quick local run)
+#   RAYGITOPS_COMPAT=0      leave out the newest/lowest runs (quick local run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# shellcheck source=venvs.sh
+source tests/venvs.sh
+
+locked=$(venv_locked)
+export PATH=$locked/bin:$PATH VIRTUAL_ENV=$locked
+python -c 'import sys, yaml; sys.exit(None if yaml.__with_libyaml__ else "PyYAML without libyaml")'
+
 command -v go >/dev/null || PATH=/usr/local/go/bin:$PATH
 if command -v go >/dev/null; then
   bash tests/e2e/build.sh
@@ -16,4 +26,22 @@ fi
 # The long reliability campaigns are part of the whole suite (RAYGITOPS_SLOW=0 to skip them
 # in a quick local run).
 export RAYGITOPS_SLOW=${RAYGITOPS_SLOW:-1}
-exec python3 -m pytest "$@"
+
+status=0
+python -m pytest "$@" || status=$?
+
+# Newest and lowest versions: the fast suites (unit + hostile input), each in its own venv.
+if [ "${RAYGITOPS_COMPAT:-1}" != 0 ]; then
+  for flavour in newest lowest; do
+    venv=$("venv_$flavour")
+    echo "tests/run.sh: fast suites with the $flavour versions:" \
+      "$(versions_besides_lock "$venv" | paste -sd, - | sed 's/,/, /g')"
+    if ! PATH=$venv/bin:$PATH VIRTUAL_ENV=$venv RAYGITOPS_SLOW=0 \
+        python -m pytest -q -p no:cacheprovider tests/unit tests/reliability/test_hostile.py; then
+      echo "tests/run.sh: FAILED with the $flavour versions pyproject.toml allows; they differ" \
+        "from requirements/test.txt in: $(versions_besides_lock "$venv" | paste -sd, - | sed 's/,/, /g')" >&2
+      status=1
+    fi
+  done
+fi
+exit "$status"

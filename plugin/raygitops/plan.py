@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -135,13 +136,19 @@ def load_plan(path: str) -> Plan:
     candidates = [Path(path), Path(path + ".gz")]
     for candidate in candidates:
         if candidate.is_file():
-            raw = candidate.read_bytes()
-            if candidate.suffix == ".gz":
-                raw = gzip.decompress(raw)
             try:
+                raw = candidate.read_bytes()
+                if candidate.suffix == ".gz":
+                    raw = gzip.decompress(raw)
                 return Plan.from_json(json.loads(raw))
             except json.JSONDecodeError as err:
                 raise RaygitopsError(f"plan is not JSON: {err.msg}", str(candidate), err.lineno) from None
+            except UnicodeDecodeError:
+                raise RaygitopsError("plan is not UTF-8 JSON", str(candidate)) from None
+            except RecursionError:
+                raise RaygitopsError("plan nests too deeply", str(candidate)) from None
+            except (OSError, EOFError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
+                raise RaygitopsError(f"cannot read the plan: {err}", str(candidate)) from None
             except RaygitopsError as err:
                 raise err.located(str(candidate)) from None
     raise RaygitopsError("plan file not found", path)

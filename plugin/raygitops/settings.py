@@ -17,7 +17,7 @@ import yaml
 
 from raygitops import __version__
 from raygitops.errors import RaygitopsError
-from raygitops.yamlio import decode
+from raygitops.yamlio import decode, library_error
 
 CONFIG_NAMES = ("raygitops.yaml", "raygitops.yml")
 DEFAULT_IMAGE = f"ghcr.io/raygitops/raygitops:{__version__}"
@@ -149,11 +149,8 @@ def load_config(settings: Settings, config: Path, display: str) -> None:
         raise err.located(display) from None
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark
-        raise RaygitopsError(
-            f"invalid YAML: {err.problem}", display, mark.line + 1 if mark else None
-        ) from None
+    except yaml.YAMLError as err:
+        raise library_error(err).located(display) from None
     if node is None:
         return
     if not isinstance(node, yaml.MappingNode):

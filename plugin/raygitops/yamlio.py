@@ -162,35 +162,67 @@ def _long_prefix(columns: int) -> re.Pattern[str]:
     return pattern
 
 
+def _too_deep(line: int) -> RaygitopsError:
+    return RaygitopsError(f"document nests deeper than {MAX_DEPTH} levels", line=line)
+
+
+def _walk_depth(loader_class: type, text: str, until: int | None = None) -> None:
+    """Walk the parser's events (iterative: no recursion in C or Python) up to character
+    ``until`` (default: the end) and refuse a collection nested deeper than MAX_DEPTH."""
+    parser = loader_class(text)
+    depth = 0
+    try:
+        while True:
+            event = parser.get_event()
+            if event is None or isinstance(event, yaml.StreamEndEvent):
+                return
+            if until is not None and event.start_mark.index > until:
+                return
+            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise _too_deep(event.start_mark.line + 1)
+            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
+                depth -= 1
+    finally:
+        parser.dispose()
+
+
 def check_nesting(text: str) -> None:
     """Refuse documents nesting deeper than MAX_DEPTH *before* composing them.
 
     libyaml's composer recurses in C (about 25,000 levels overflow the stack: a segfault,
     not an exception) and everything after it (constructor, hashing, dumpers) recurses in
-    Python.  When the cheap bound cannot rule it out, walk the parser's events (iterative).
+    Python.  When the cheap bound cannot rule it out, walk the parser's events.
+
+    The product's limit, not the library's, decides: libyaml scans ahead of the events it
+    returns and, in newer builds (PyYAML 6.0.4's wheels), stops at its own flow-nesting
+    limit with its own message before this walk sees level MAX_DEPTH.  So when the C walk
+    fails, the text up to libyaml's error is walked again with PyYAML's pure-Python parser
+    (no depth limit, no recursion, a lookahead of one simple key): deeper than MAX_DEPTH
+    there is the product's error; otherwise libyaml's problem is reported as invalid YAML.
+    The slow walk only runs on input that is already an error.
     """
     if _nesting_bound(text) <= MAX_DEPTH:
         return
-    parser = _Loader(text)
-    depth = 0
     try:
-        while True:
-            event = parser.get_event()
-            if event is None:
-                return
-            if isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise RaygitopsError(
-                        f"document nests deeper than {MAX_DEPTH} levels",
-                        line=event.start_mark.line + 1,
-                    )
-            elif isinstance(event, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-                depth -= 1
-            elif isinstance(event, yaml.StreamEndEvent):
-                return
-    finally:
-        parser.dispose()
+        _walk_depth(_Loader, text)
+    except yaml.YAMLError as libyaml_error:
+        mark = getattr(libyaml_error, "problem_mark", None)
+        try:  # deeper than MAX_DEPTH before libyaml's error: the product's error
+            _walk_depth(yaml.SafeLoader, text, until=mark.index if mark is not None else None)
+        except yaml.YAMLError:
+            pass
+        raise library_error(libyaml_error) from None
+
+
+def library_error(err: yaml.YAMLError) -> RaygitopsError:
+    """A library parse error as the product's one-line error, with its line if known."""
+    if not isinstance(err, yaml.MarkedYAMLError):
+        return RaygitopsError(f"invalid YAML: {err}")
+    mark = err.problem_mark or err.context_mark
+    problem = err.problem or err.context or "invalid YAML"
+    return RaygitopsError(f"invalid YAML: {problem}", line=mark.line + 1 if mark is not None else None)
 
 
 def load_documents(text: str, path: str) -> Iterator[Document]:
@@ -218,13 +250,8 @@ def load_documents(text: str, path: str) -> Iterator[Document]:
             if obj is None:
                 continue
             yield Document(obj, path, line)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        line = mark.line + 1 if mark is not None else None
-        problem = err.problem or err.context or "invalid YAML"
-        raise RaygitopsError(f"invalid YAML: {problem}", path, line) from None
     except yaml.YAMLError as err:
-        raise RaygitopsError(f"invalid YAML: {err}", path) from None
+        raise library_error(err).located(path) from None
     except RecursionError:
         raise RaygitopsError("document nests too deeply", path) from None
     except RaygitopsError as err:

@@ -56,6 +56,9 @@ def build_context(dest: Path) -> Path:
     dest.mkdir(parents=True)
     shutil.copy2(REPO / "pyproject.toml", dest)
     shutil.copy2(REPO / "README.md", dest)
+    shutil.copy2(REPO / "LICENSE", dest)
+    (dest / "requirements").mkdir()
+    shutil.copy2(REPO / "requirements" / "runtime.txt", dest / "requirements")
     shutil.copytree(REPO / "plugin", dest / "plugin",
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc"))
     return dest
@@ -82,15 +85,14 @@ def image_venv() -> Path:
     # A fresh venv filled by this process's pip (`pip --python`, pip >= 22.3): no ensurepip,
     # and --no-compile skips byte-compiling the kubernetes client (most of the time).
     res = run(python, "-m", "venv", "--without-pip", str(venv))
+    # As the Dockerfile does: the locked dependencies (hashes checked), then the wheel alone.
+    lock = ["--require-hashes", "--no-deps", "-r", str(context / "requirements" / "runtime.txt")]
     if res.returncode == 0:
-        res = run(sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
-                  "--quiet", "--no-compile", str(wheel))
-    if res.returncode != 0:  # older pip: a venv with its own pip
-        shutil.rmtree(venv, ignore_errors=True)
-        res = run(python, "-m", "venv", str(venv))
-        if res.returncode != 0:
-            raise VenvUnavailable(f"venv failed: {res.stderr.strip()[-2000:]}")
-        res = run(str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-compile", str(wheel))
+        pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
+               "--quiet", "--no-compile"]
+        res = run(*pip, *lock)
+        if res.returncode == 0:
+            res = run(*pip, "--no-deps", str(wheel))
     if res.returncode != 0:
         raise VenvUnavailable(f"pip install of the wheel failed: {res.stderr.strip()[-2000:]}")
     for p in [root, *root.rglob("*")]:

@@ -108,6 +108,9 @@ def test_build_stage_checks_libyaml_and_installs_the_wheel() -> None:
     build = " ".join(rest for w, rest in stages()[0] if w == "RUN")
     assert "yaml.__with_libyaml__" in build
     assert "pip wheel --no-deps" in build and "raygitops-*.whl" in build
+    # dependencies only from the lock, the wheel without them
+    assert "--require-hashes --no-deps -r requirements/runtime.txt" in build
+    assert "install --no-deps /wheels/raygitops-*.whl" in build
     assert "raygitops --version" in build
 
 
@@ -120,7 +123,7 @@ def test_build_context_is_what_the_wheel_needs() -> None:
     for word, rest in stages()[0]:
         if word == "COPY" and "--from" not in rest:
             copied |= {src.rstrip("/") for src in rest.split()[:-1]}
-    assert copied == allowed == {"pyproject.toml", "README.md", "plugin"}
+    assert copied == allowed == {"pyproject.toml", "README.md", "LICENSE", "requirements/runtime.txt", "plugin"}
 
 
 def test_image_names_agree() -> None:

@@ -53,6 +53,8 @@ def test_readme_cli_commands_exist() -> None:
 
 def test_two_commands_section_is_intact() -> None:
     readme = (REPO / "README.md").read_text()
-    assert ("python3 -m pip install -e '.[test]' && raygitops render examples/plain" in readme
-            and "\nbash tests/run.sh\n" in readme)
+    install = ("python3 -m venv .venv && . .venv/bin/activate && pip install --require-hashes --no-deps "
+               "-r requirements/runtime.txt && pip install --no-deps -e . && raygitops render examples/plain")
+    assert install in readme and "\nbash tests/run.sh\n" in readme
+    assert (REPO / "requirements" / "runtime.txt").is_file()
     assert (REPO / "tests" / "run.sh").is_file() and (REPO / "examples" / "plain").is_dir()
