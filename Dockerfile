@@ -19,13 +19,18 @@ WORKDIR /src
 COPY pyproject.toml README.md LICENSE ./
 COPY requirements/runtime.txt requirements/
 COPY plugin/ plugin/
-# The dependencies exactly as locked (versions and hashes: requirements/lock.sh), then the
-# wheel without dependencies (PyPI wheels: PyYAML's manylinux wheel bundles libyaml, so no
-# compiler and no -dev packages are needed).
-RUN python -m venv /opt/raygitops \
- && /opt/raygitops/bin/python -m pip install --require-hashes --no-deps -r requirements/runtime.txt \
- && /opt/raygitops/bin/python -m pip wheel --no-deps --wheel-dir /wheels . \
- && /opt/raygitops/bin/python -m pip install --no-deps /wheels/raygitops-*.whl
+# /opt/raygitops gets no pip and no setuptools: a throwaway venv (/tools) holds the installer.
+# The dependencies go in exactly as locked (versions and hashes: requirements/lock.sh), then
+# the wheel without dependencies (PyPI wheels: PyYAML's manylinux wheel bundles libyaml, so
+# no compiler and no -dev packages are needed).
+RUN python -m venv /tools \
+ && python -m venv --without-pip /opt/raygitops \
+ && /tools/bin/pip --python /opt/raygitops/bin/python install --require-hashes --no-deps -r requirements/runtime.txt \
+ && /tools/bin/pip wheel --no-deps --wheel-dir /wheels . \
+ && /tools/bin/pip --python /opt/raygitops/bin/python install --no-deps /wheels/raygitops-*.whl
+# The kubernetes client (37.x in the lock) ships a second, asyncio copy of its whole client (kubernetes/aio, ~70 MB
+# with pyc) that raygitops never imports (the hook uses kubernetes.config + urllib3 only).
+RUN rm -rf /opt/raygitops/lib/python3*/site-packages/kubernetes/aio
 # Render speed depends on the libyaml C loader/dumper: fail the build without it.
 RUN /opt/raygitops/bin/python -c "import yaml, sys; sys.exit(0 if yaml.__with_libyaml__ else 'PyYAML is built without libyaml')" \
  && /opt/raygitops/bin/raygitops --version
@@ -36,6 +41,9 @@ FROM ${PYTHON_IMAGE}
 RUN groupadd --system --gid 999 raygitops \
  && useradd --system --uid 999 --gid 999 --home-dir /home/raygitops --create-home --shell /usr/sbin/nologin raygitops
 COPY --from=build /opt/raygitops /opt/raygitops
+# The plugin definition where the sidecar mounts it (argocd/repo-server-sidecar.yaml): the
+# image alone is a working CMP sidecar; the ConfigMap mount replaces it with the same file.
+COPY argocd/plugin.yaml /home/argocd/cmp-server/config/plugin.yaml
 ENV PATH=/opt/raygitops/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1

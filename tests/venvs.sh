@@ -13,8 +13,11 @@ venv_cache=${RAYGITOPS_VENV_CACHE:-$HOME/.cache/raygitops-venvs}
 python=${RAYGITOPS_PYTHON:-python3}
 pip_quiet=(--quiet --disable-pip-version-check --no-input)
 
-_fingerprint() {  # _fingerprint FILE...: hash of the files and of the interpreter
-  { cat "$@"; "$python" -c 'import sys; print(sys.version, sys.executable)'; } | sha256sum | cut -c1-16
+_fingerprint() {  # _fingerprint FILE...: hash of the files, the interpreter and this checkout
+  # (the checkout's path: each venv holds an editable install of one checkout, so a second
+  # clone or worktree must never test the first one's code)
+  { cat "$@"; "$python" -c 'import sys; print(sys.version, sys.executable)'; pwd -P; } |
+    sha256sum | cut -c1-16
 }
 
 _new_venv() {  # _new_venv DIR: an empty virtualenv, without the machine's site-packages
@@ -38,7 +41,8 @@ venv_locked() {
 
 # venv_newest: print the path of a venv with the newest allowed versions (made anew).
 venv_newest() {
-  local dir=$venv_cache/newest
+  local dir
+  dir=$venv_cache/newest-$(_fingerprint /dev/null)
   echo "tests/run.sh: creating $dir with the newest versions pyproject.toml allows" >&2
   _new_venv "$dir" &&
     "$dir/bin/pip" install "${pip_quiet[@]}" --upgrade pip setuptools >&2 &&

@@ -120,10 +120,12 @@ def test_build_context_is_what_the_wheel_needs() -> None:
     assert rules[0] == "*", "allowlist: everything else (tests, .git, caches) stays out"
     allowed = {r[1:].rstrip("/") for r in rules if r.startswith("!")}
     copied = set()
-    for word, rest in stages()[0]:
-        if word == "COPY" and "--from" not in rest:
-            copied |= {src.rstrip("/") for src in rest.split()[:-1]}
-    assert copied == allowed == {"pyproject.toml", "README.md", "LICENSE", "requirements/runtime.txt", "plugin"}
+    for stage in stages():
+        for word, rest in stage:
+            if word == "COPY" and "--from" not in rest:
+                copied |= {src.rstrip("/") for src in rest.split()[:-1]}
+    assert copied == allowed == {"pyproject.toml", "README.md", "LICENSE", "requirements/runtime.txt", "plugin",
+                                 "argocd/plugin.yaml"}
 
 
 def test_image_names_agree() -> None:
