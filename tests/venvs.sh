@@ -10,7 +10,8 @@
 # Each venv gets raygitops itself as an editable install of this checkout.
 
 venv_cache=${RAYGITOPS_VENV_CACHE:-$HOME/.cache/raygitops-venvs}
-python=${RAYGITOPS_PYTHON:-python3}
+# resolved once, before tests/run.sh puts a venv first on PATH: one interpreter, one fingerprint
+python=${RAYGITOPS_PYTHON:-$(command -v python3)}
 pip_quiet=(--quiet --disable-pip-version-check --no-input)
 
 _fingerprint() {  # _fingerprint FILE...: hash of the files, the interpreter and this checkout
