@@ -30,6 +30,12 @@ export RAYGITOPS_SLOW=${RAYGITOPS_SLOW:-1}
 status=0
 python -m pytest "$@" || status=$?
 
+# Benchmarks' quick modes: tripwires for large regressions, not timings (docs/performance.md).
+for bench in bench_render bench_diff; do
+  echo "tests/run.sh: tests/bench/$bench.py --quick"
+  python "tests/bench/$bench.py" --quick || status=1
+done
+
 # Newest and lowest versions: the fast suites (unit + hostile input), each in its own venv.
 if [ "${RAYGITOPS_COMPAT:-1}" != 0 ]; then
   for flavour in newest lowest; do

@@ -31,28 +31,40 @@ def _quantities(mapping: dict) -> dict:
 def normalize(value: Any, key: str | None = None) -> Any:
     """The canonical tree of ``value`` (found under ``key``); None means "drop me"."""
     if isinstance(value, dict):
-        if key in _QUANTITY_MAPS:
-            out = _quantities(value)
-        elif key == "resources" and all(not isinstance(v, (dict, list)) for v in value.values()):
-            out = _quantities(value)  # a group's Ray resources map: {"CPU": "1", ...}
-        elif key == "rayStartParams":
-            out = {k: _scalar_str(v) for k, v in value.items() if v is not None}
-        else:
-            out = {}
-            for k, v in value.items():
-                if key == "annotations" and isinstance(k, str) and k.startswith(ANNOTATION_PREFIX):
-                    continue
-                v = normalize(v, k)
-                if v is not None:
-                    out[str(k)] = v
-        return out or None
+        return _mapping(value, key)
     if isinstance(value, list):
-        items = [normalize(v) for v in value]
-        items = [v for v in items if v is not None]
-        return items or None
+        return _sequence(value)
     if key in _QUANTITY_KEYS:
         return quantity.canonical(value)
     return value
+
+
+# _mapping and _sequence inline normalize() for a plain scalar (the value itself): most of a
+# spec is scalars, and a call per scalar was half of render's time.
+def _mapping(value: dict, key: str | None) -> dict | None:
+    if key in _QUANTITY_MAPS:
+        out = _quantities(value)
+    elif key == "resources" and all(not isinstance(v, (dict, list)) for v in value.values()):
+        out = _quantities(value)  # a group's Ray resources map: {"CPU": "1", ...}
+    elif key == "rayStartParams":
+        out = {k: _scalar_str(v) for k, v in value.items() if v is not None}
+    else:
+        ours_dropped = key == "annotations"
+        out = {}
+        for k, v in value.items():
+            if ours_dropped and isinstance(k, str) and k.startswith(ANNOTATION_PREFIX):
+                continue
+            if isinstance(v, (dict, list)) or k in _QUANTITY_KEYS:
+                v = normalize(v, k)
+            if v is not None:
+                out[str(k)] = v
+    return out or None
+
+
+def _sequence(value: list) -> list | None:
+    items = [normalize(v) if isinstance(v, (dict, list)) else v for v in value]
+    items = [v for v in items if v is not None]
+    return items or None
 
 
 def canonical_bytes(value: Any) -> bytes:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
+from functools import lru_cache
 
 _SUFFIX = {
     "": Fraction(1),
@@ -59,5 +60,13 @@ def parse(value: object) -> Fraction | None:
 
 def canonical(value: object) -> object:
     """A quantity as a canonical string ("1073741824", "1/2"); other values unchanged."""
+    if isinstance(value, (str, int, float)):
+        return _canonical_scalar(value)
+    return value
+
+
+@lru_cache(maxsize=4096, typed=True)  # typed: True and 1 are equal keys otherwise
+def _canonical_scalar(value: str | int | float) -> object:
+    """Apps repeat a few quantities ("1", "2Gi") thousands of times: parse each once."""
     parsed = parse(value)
     return value if parsed is None else str(parsed)

@@ -70,8 +70,8 @@ def write_app(root: Path, clusters: int, others: int, changed: set[int] = frozen
     samples = sample_clusters()
     for start in range(0, clusters, 10):
         docs = [cluster(samples, i, 1 if i in changed else 0) for i in range(start, min(start + 10, clusters))]
-        (root / f"clusters-{start:05d}.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        (root / f"clusters-{start:05d}.yaml").write_text(yaml.dump_all(docs, Dumper=yaml.CSafeDumper, sort_keys=False))
     for start in range(0, others, 10):
         docs = [other_document(i) for i in range(start, min(start + 10, others))]
-        (root / f"other-{start:05d}.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+        (root / f"other-{start:05d}.yaml").write_text(yaml.dump_all(docs, Dumper=yaml.CSafeDumper, sort_keys=False))
     return root
