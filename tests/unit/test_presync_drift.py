@@ -143,8 +143,10 @@ def test_lock_present_means_finish_the_cycle():
     live["spec"]["suspend"] = True
     d = drift.decide(NS, make_plan(spec=cluster_spec(image="new")), live, [])
     assert d.action == drift.RECREATE_ACTION and "phase suspended" in d.reason
-    # ...even when the plan no longer opts in: never leave a cluster suspended
-    assert drift.decide(NS, make_plan(strategy="None"), live, []).action == drift.RECREATE_ACTION
+    # a cluster that does not opt in is never recreated, whatever it carries: the lock is dropped
+    for plan in (make_plan(strategy="None"), make_plan(owner="RayJob/j")):
+        d = drift.decide(NS, plan, live, [])
+        assert d.action == drift.RELEASE and "deleting nothing" in d.reason, d.reason
     # but a desired-suspended cluster only loses the lock
     assert drift.decide(NS, make_plan(suspend=True), live, []).action == drift.RELEASE
 

@@ -144,15 +144,21 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
     if live is None:
         d.reason = "absent from the cluster (Argo CD will create it)"
         return d
-    if lock_text is not None and plan.suspend:
-        d.action, d.reason = RELEASE, "desired spec.suspend is true: dropping the raygitops lock only"
-        return d
-    if lock_text is not None and plan.owner is None and cluster_owner(live) is None:
+    owner = plan.owner or cluster_owner(live)
+    if lock_text is not None:
         lock = locks.parse(lock_text)
-        phase = lock.phase if lock else "unreadable"
-        d.action = RECREATE_ACTION
-        d.reason = f"a recreate cycle is in progress (phase {phase}): finishing it"
-        d.pods = sum(1 for p in pods if not terminating(p))
+        found = f"phase {lock.phase}, holder {lock.holder}" if lock else "unreadable"
+        if plan.suspend:
+            d.action, d.reason = RELEASE, "desired spec.suspend is true: dropping the raygitops lock only"
+        elif plan.strategy != RECREATE or owner:
+            # Never a recreate here, whatever the annotations say: the lock is reported and
+            # dropped, a cluster an earlier run suspended is resumed as it is.
+            why = f"owned by {owner}" if owner else f"not opted in (strategy {plan.strategy})"
+            d.action, d.reason = RELEASE, f"{why} but carries a raygitops lock ({found}): dropping it, deleting nothing"
+        else:
+            d.action = RECREATE_ACTION
+            d.reason = f"a recreate cycle is in progress ({found}): finishing it"
+            d.pods = sum(1 for p in pods if not terminating(p))
         return d
     if plan.strategy != RECREATE:
         d.reason = f"not opted in (strategy {plan.strategy})"
@@ -160,7 +166,6 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
     if plan.suspend:
         d.reason = "desired spec.suspend is true"
         return d
-    owner = plan.owner or cluster_owner(live)
     if owner:
         d.reason = f"owned by {owner}: never suspended by raygitops"
         return d
