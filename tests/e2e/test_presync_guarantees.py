@@ -9,12 +9,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from test_presync_hook import LAST, LOCK, App, desired_hashes, raycluster, rendered
+from test_presync_hook import LOCK, App, _start, desired_hashes, raycluster, rendered
 
 pytestmark = pytest.mark.e2e
 OLD, NEW = "rayproject/ray:2.41.0", "rayproject/ray:2.42.0"
@@ -96,3 +98,116 @@ def test_g1_a_cluster_that_does_not_opt_in_is_never_recreated(app: App, suspende
     else:
         assert app.uids("plain") == uids
     assert app.events("RecreateStarted", "plain") == []
+
+
+# ----------------------------------------------------------------------------- G2
+
+
+class PodWatch:
+    """Every pod event of a namespace, from `kubectl get pods -w` running beside the test."""
+
+    def __init__(self, app: App):
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        argv = [str(app.plane.bin_dir / "kubectl"), f"--kubeconfig={app.plane.kubeconfig}", "get", "pods",
+                "-n", app.ns, "-w", "--output-watch-events", "-o", "json"]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     env=app.plane.env)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        decoder, buf = json.JSONDecoder(), ""
+        for line in self.proc.stdout:
+            buf += line
+            try:
+                doc, end = decoder.raw_decode(buf.lstrip())
+            except ValueError:
+                continue
+            buf = buf.lstrip()[end:]
+            self.events.append((doc["type"], doc["object"]))
+
+    def stop(self) -> None:
+        time.sleep(1)  # let the last events arrive
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.thread.join(5)
+
+    def deletion_grace(self, name: str) -> Any:
+        """deletionGracePeriodSeconds of the pod's first event with a deletionTimestamp: the
+        grace of the DELETE that started its deletion (kwok, as a kubelet does, finishes it
+        later with grace 0 once the containers are stopped); None if it was never deleted."""
+        for _, obj in self.events:
+            if obj["metadata"]["name"] == name and obj["metadata"].get("deletionTimestamp"):
+                return obj["metadata"].get("deletionGracePeriodSeconds")
+        return None
+
+
+def _foreign_pod(app: App, name: str = "intruder") -> None:
+    """A pod a person made, carrying the cluster's label but owned by nobody."""
+    app.plane.apply({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": name, "namespace": app.ns, "labels": {"ray.io/cluster": "demo"}},
+                     "spec": {"nodeName": "kwok-node-0", "containers": [{"name": "c", "image": "busybox"}]}})
+
+
+def _graceful(obj: dict[str, Any], seconds: int) -> dict[str, Any]:
+    for g in [obj["spec"]["headGroupSpec"], *obj["spec"]["workerGroupSpecs"]]:
+        g["template"]["spec"]["terminationGracePeriodSeconds"] = seconds
+    return obj
+
+
+def test_g2_a_foreign_pod_with_the_cluster_label_blocks_the_suspend(app: App):
+    """KubeRay deletes every pod labelled ray.io/cluster=<name> on suspend, foreign ones
+    included: while one is there the hook refuses to suspend and says why."""
+    _start(app)
+    uids = app.uids()
+    _foreign_pod(app)
+    app.write(raycluster(image=NEW))
+    _, _, plan = app.render()
+    res = app.presync(plan, check=False)
+    assert res.returncode == 1, res.stderr
+    report = _report(res)
+    demo = _by_name(report)["demo"]
+    assert demo["outcome"] == "failed" and "intruder" in demo["message"], demo
+    assert "intruder" in res.stderr
+    live = app.cluster()
+    assert live["spec"].get("suspend") is not True and LOCK not in live["metadata"]["annotations"]
+    assert uids < app.uids() and len(app.uids()) == len(uids) + 1  # the cluster's own pods untouched too
+    pod = app.plane.get("pod", "intruder", app.ns)
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+
+
+def test_g2_the_drain_deletes_only_the_clusters_own_pods_with_their_grace_period(app: App):
+    """Operator down: after --drain-grace the hook deletes the old pods itself, each with its
+    own terminationGracePeriodSeconds; a foreign pod that turns up during the drain is named
+    in the log, never deleted, and not waited for."""
+    report = app.sync(_graceful(raycluster(), 7))
+    app.wait_pods()
+    old = {p["metadata"]["name"] for p in app.pods()}
+    app.write(_graceful(raycluster(image=NEW), 7))
+    objs, _, plan = app.render()
+    app.plane.stop_operator()
+    watch = PodWatch(app)
+    proc = None
+    try:
+        argv = app.presync_argv(plan) + ["--drain-grace", "3", "--no-wait-ready"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=app.hook_env())
+        app.plane.wait_for(lambda: app.cluster()["spec"].get("suspend") is True, timeout=30, interval=0.1,
+                           message="suspended by the hook")
+        _foreign_pod(app)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        app.plane.start_operator()
+        watch.stop()
+    assert proc.returncode == 0, err
+    assert json.loads(out)["summary"]["recreated"] == 1
+    assert "intruder" in err and "drain grace over" in err
+    for name in old:
+        assert watch.deletion_grace(name) == 7, (name, watch.deletion_grace(name))
+    assert watch.deletion_grace("intruder") is None
+    pod = app.plane.get("pod", "intruder", app.ns)
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+    app.plane.kubectl("delete", "pod", "intruder", "-n", app.ns, "--wait=true")
+    app.apply(objs)
+    app.wait_pods(hashes=desired_hashes(rendered(objs)))

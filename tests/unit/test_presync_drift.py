@@ -151,6 +151,18 @@ def test_lock_present_means_finish_the_cycle():
     assert drift.decide(NS, make_plan(suspend=True), live, []).action == drift.RELEASE
 
 
+def test_foreign_pods_never_drift_and_are_named():
+    live, pods = _setup(cluster_spec())
+    foreign = copy.deepcopy(pods[0])
+    foreign["metadata"].update(name="made-by-hand", uid="u-foreign", ownerReferences=[])
+    foreign["metadata"]["annotations"][HASH_ANNOTATION] = "h1-0000000000000000"
+    other = copy.deepcopy(foreign)
+    other["metadata"].update(name="other-owner", ownerReferences=[{"kind": "Job", "uid": "x", "controller": True}])
+    d = drift.decide(NS, make_plan(), live, pods + [foreign, other])
+    assert d.action == drift.IN_SYNC and d.pods == 3
+    assert drift.foreign_pods(live, pods + [foreign, other]) == ["made-by-hand", "other-owner"]
+
+
 def test_pods_by_cluster_and_group_key():
     kube = FakeKube()
     kube.add_cluster("a", stamped(cluster_spec()))
@@ -163,9 +175,9 @@ def test_pods_by_cluster_and_group_key():
 def test_ready_checks():
     live, pods = _setup(cluster_spec())
     plan = make_plan()
-    assert drift.pods_ready_for(plan, pods)[0]
-    assert not drift.pods_ready_for(make_plan(spec=cluster_spec(image="n")), pods)[0]
-    assert not drift.pods_ready_for(plan, [p for p in pods if drift.group_key(p) != "head"])[0]
+    assert drift.pods_ready_for(plan, live, pods)[0]
+    assert not drift.pods_ready_for(make_plan(spec=cluster_spec(image="n")), live, pods)[0]
+    assert not drift.pods_ready_for(plan, live, [p for p in pods if drift.group_key(p) != "head"])[0]
     assert drift.cluster_ready({"status": {"state": "ready"}})[0]
     assert drift.cluster_ready({"status": {"conditions": [{"type": "RayClusterProvisioned", "status": "True"}]}})[0]
     assert not drift.cluster_ready({"status": {"state": "suspended"}})[0]
