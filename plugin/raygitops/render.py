@@ -143,6 +143,7 @@ def render_documents(
             )
         seen[identity] = where
         try:
+            strategy.check_no_hook_annotations(obj)
             if is_raycluster(obj):
                 # The hook looks for the cluster where the plan says: make sure it lands there
                 # (Argo CD would otherwise put a namespace-less one in its destination).

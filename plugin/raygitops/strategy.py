@@ -18,6 +18,13 @@ ORIGIN_LABEL = "ray.io/originated-from-crd"
 # Where RayJob and RayService embed a RayCluster spec.
 EMBEDDED_SPEC = {"RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}
 
+# Annotations only the PreSync hook writes (its state on the live RayCluster).  One in a
+# manifest would be applied by every sync and read back by the hook as its own state, so
+# render refuses them in its input.
+LOCK_ANNOTATION = "raygitops.dev/recreate"
+LAST_ANNOTATION = "raygitops.dev/last-recreate"
+HOOK_OWNED_ANNOTATIONS = (LOCK_ANNOTATION, LAST_ANNOTATION)
+
 
 def _annotations(obj: dict[str, Any]) -> dict[str, Any]:
     meta = obj.get("metadata")
@@ -102,3 +109,14 @@ def check_embedded_opt_in(obj: dict[str, Any]) -> None:
         raise RaygitopsError(
             f"spec.{EMBEDDED_SPEC[kind]}.upgradeStrategy.type: Recreate is not allowed: {why}"
         )
+
+
+def check_no_hook_annotations(obj: dict[str, Any]) -> None:
+    """A manifest must not carry the hook's own state annotations."""
+    for key in HOOK_OWNED_ANNOTATIONS:
+        if key in _annotations(obj):
+            name = (obj.get("metadata") or {}).get("name")
+            raise RaygitopsError(
+                f"{obj.get('kind')} {name}: metadata.annotations.{key}: this annotation is written by the raygitops PreSync hook "
+                "only (its recreate state); remove it from the manifest"
+            )

@@ -155,8 +155,38 @@ def test_stragglers_deleted_after_grace():
     kube.add_cluster("demo", stamped(OLD))
     report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=1)
     assert report.counts()["recreated"] == 1
-    assert kube.by_verb["delete"] == 3
+    assert kube.by_verb["delete"] == 3 and kube.delete_graces == [None] * 3  # each pod's own grace period
     assert any("drain grace over" in l["msg"] for l in lines)
+
+
+def test_stragglers_deleted_again_only_after_another_grace():
+    kube = FakeKube(delete_on_suspend=False)
+    kube.add_cluster("demo", stamped(OLD))
+    real_delete, times = kube.delete_pod, []
+
+    def slow_kubelet(ns, name, uid=None, grace_seconds=None):
+        times.append(time.monotonic())
+        if len(times) <= 3:  # accepted; the pods are still terminating
+            kube._count("delete")
+            return True
+        return real_delete(ns, name, uid=uid, grace_seconds=grace_seconds)
+
+    kube.delete_pod = slow_kubelet
+    report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=1)
+    assert report.counts()["recreated"] == 1 and len(times) == 6
+    assert times[3] - times[2] >= 0.99
+
+
+def test_foreign_pod_blocks_the_suspend():
+    kube = FakeKube()
+    kube.add_cluster("demo", stamped(OLD))
+    pod = kube.add_pod(NS, "demo", "worker", "small", {})
+    pod["metadata"]["ownerReferences"] = []
+    report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
+    assert report.failed and pod["metadata"]["name"] in report.outcomes[f"{NS}/demo"].message
+    live = kube.clusters[(NS, "demo")]
+    assert live["spec"].get("suspend") is not True and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert len(kube.pods_of("demo")) == 4 and kube.deleted_pods == []
 
 
 def test_drain_timeout_resumes_and_fails():
@@ -184,7 +214,7 @@ def test_api_failure_after_suspend_still_resumes():
 
     def flaky_list(ns, selector):
         calls["n"] += 1
-        if calls["n"] == 2:  # the drain's list, after the suspend
+        if calls["n"] == 3:  # the drain's list, after the suspend (1: decide, 2: before the suspend)
             raise ApiError(500, "InternalError", "boom")
         return real_list(ns, selector)
 

@@ -143,10 +143,24 @@ def test_lock_present_means_finish_the_cycle():
     live["spec"]["suspend"] = True
     d = drift.decide(NS, make_plan(spec=cluster_spec(image="new")), live, [])
     assert d.action == drift.RECREATE_ACTION and "phase suspended" in d.reason
-    # ...even when the plan no longer opts in: never leave a cluster suspended
-    assert drift.decide(NS, make_plan(strategy="None"), live, []).action == drift.RECREATE_ACTION
+    # a cluster that does not opt in is never recreated, whatever it carries: the lock is dropped
+    for plan in (make_plan(strategy="None"), make_plan(owner="RayJob/j")):
+        d = drift.decide(NS, plan, live, [])
+        assert d.action == drift.RELEASE and "deleting nothing" in d.reason, d.reason
     # but a desired-suspended cluster only loses the lock
     assert drift.decide(NS, make_plan(suspend=True), live, []).action == drift.RELEASE
+
+
+def test_foreign_pods_never_drift_and_are_named():
+    live, pods = _setup(cluster_spec())
+    foreign = copy.deepcopy(pods[0])
+    foreign["metadata"].update(name="made-by-hand", uid="u-foreign", ownerReferences=[])
+    foreign["metadata"]["annotations"][HASH_ANNOTATION] = "h1-0000000000000000"
+    other = copy.deepcopy(foreign)
+    other["metadata"].update(name="other-owner", ownerReferences=[{"kind": "Job", "uid": "x", "controller": True}])
+    d = drift.decide(NS, make_plan(), live, pods + [foreign, other])
+    assert d.action == drift.IN_SYNC and d.pods == 3
+    assert drift.foreign_pods(live, pods + [foreign, other]) == ["made-by-hand", "other-owner"]
 
 
 def test_pods_by_cluster_and_group_key():
@@ -161,9 +175,9 @@ def test_pods_by_cluster_and_group_key():
 def test_ready_checks():
     live, pods = _setup(cluster_spec())
     plan = make_plan()
-    assert drift.pods_ready_for(plan, pods)[0]
-    assert not drift.pods_ready_for(make_plan(spec=cluster_spec(image="n")), pods)[0]
-    assert not drift.pods_ready_for(plan, [p for p in pods if drift.group_key(p) != "head"])[0]
+    assert drift.pods_ready_for(plan, live, pods)[0]
+    assert not drift.pods_ready_for(make_plan(spec=cluster_spec(image="n")), live, pods)[0]
+    assert not drift.pods_ready_for(plan, live, [p for p in pods if drift.group_key(p) != "head"])[0]
     assert drift.cluster_ready({"status": {"state": "ready"}})[0]
     assert drift.cluster_ready({"status": {"conditions": [{"type": "RayClusterProvisioned", "status": "True"}]}})[0]
     assert not drift.cluster_ready({"status": {"state": "suspended"}})[0]

@@ -109,6 +109,7 @@ class FakeKube:
         self.requests = 0
         self.by_verb: dict[str, int] = {}
         self.deleted_pods: list[str] = []
+        self.delete_graces: list[int | None] = []
         self.fail_next: list[Exception] = []  # raised by the next calls (any method)
 
     # ---------------------------------------------------------------- helpers for tests
@@ -156,9 +157,12 @@ class FakeKube:
     def add_pod(self, namespace: str, cluster: str, node_type: str, group: str, annotations: dict[str, str],
                 finalizers: list[str] | None = None) -> dict[str, Any]:
         uid = str(uuid.uuid4())
+        owner = self.clusters[(namespace, cluster)]["metadata"]
         pod = {"metadata": {"name": f"{cluster}-{group}-{uid[:5]}", "namespace": namespace, "uid": uid,
                             "labels": {"ray.io/cluster": cluster, "ray.io/node-type": node_type,
                                        "ray.io/group": group},
+                            "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": cluster,
+                                                 "uid": owner["uid"], "controller": True}],
                             "annotations": dict(annotations), "finalizers": list(finalizers or [])}}
         with self.lock:
             self._bump(pod)
@@ -257,8 +261,9 @@ class FakeKube:
             with self.lock:
                 self.watchers.remove(q)
 
-    def delete_pod(self, namespace: str, name: str, uid: str | None = None, grace_seconds: int | None = 0) -> bool:
+    def delete_pod(self, namespace: str, name: str, uid: str | None = None, grace_seconds: int | None = None) -> bool:
         self._count("delete")
+        self.delete_graces.append(grace_seconds)
         with self.lock:
             for pod in list(self.pods.values()):
                 if pod["metadata"]["name"] == name and (uid is None or pod["metadata"]["uid"] == uid):

@@ -203,3 +203,12 @@ def test_templates_cannot_run_forever(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip() == f"raygitops: {root}/x.yaml.j2: templates ran longer than 1 s"
+
+
+@pytest.mark.parametrize("key", ["raygitops.dev/recreate", "raygitops.dev/last-recreate"])
+def test_hook_owned_annotation_in_input(tmp_path: Path, key: str) -> None:
+    """The hook's state in a manifest would be applied by every sync and read back as a
+    recreate in progress: refused, naming file, document and key."""
+    text = cluster().replace("metadata:\n", f"metadata:\n  annotations: {{{key}: x}}\n", 1)
+    root = app(tmp_path, {"c.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n" + text})
+    assert_error(run(["render", root]), f"{root}/c.yaml", 5, rf"RayCluster \S+: metadata\.annotations\.{key}: ")

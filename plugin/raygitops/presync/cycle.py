@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from raygitops.plan import ClusterPlan
-from raygitops.presync import drift, events, patches
+from raygitops.presync import drain, drift, events, patches
 from raygitops.presync import lock as locks
-from raygitops.presync.kubeapi import ApiError, Conflict, Gone
+from raygitops.presync.kubeapi import ApiError, Conflict
 from raygitops.presync.logs import Log
 
 # Steps
@@ -125,6 +125,7 @@ class Cycle:
         self.recreated = False
         self.drain_to_resume: float | None = None
         self._renew_at = 0.0
+        self._paused_draining = False
         self._seen_lock: tuple[str | None, float] = (None, time.monotonic())
 
     # ------------------------------------------------------------------ helpers
@@ -277,75 +278,32 @@ class Cycle:
 
     def _suspend(self) -> None:
         lock = self._my_lock()
+        pods, _ = self.kube.list_pods(self.ns, f"{drift.CLUSTER_LABEL}={self.plan.name}")
+        foreign = drift.foreign_pods(self.live, pods)
+        if foreign:
+            # KubeRay deletes EVERY pod with the label when it sees the suspend.
+            raise CycleError(f"refusing to suspend: pods {', '.join(foreign[:5])} carry label "
+                             f"{drift.CLUSTER_LABEL}={self.plan.name} but are not this RayCluster's, and the "
+                             "operator deletes every pod with that label on suspend; remove the label or the pods")
         self._patch(patches.suspend_patch(self.live, lock.at(locks.SUSPENDED, self.clock())))
         self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
         self.log.info(self.key, "suspend", "spec.suspend set to true: the operator deletes the pods")
         test_pause("suspended", self.log, self.key)
 
     def _drain(self) -> None:
-        """Watch pods ray.io/cluster=<name> until none is left."""
-        selector = f"{drift.CLUSTER_LABEL}={self.plan.name}"
-        start = time.monotonic()
-        grace_at = start + self.opts.drain_grace
-        give_up = self.opts.deadline - self.opts.resume_reserve
-        remaining: dict[str, str] = {}
-        rv, relist, forced, paused, announced = "", True, False, False, -1
-        while True:
-            if relist:
-                pods, rv = self.kube.list_pods(self.ns, selector)
-                remaining = {p["metadata"]["uid"]: p["metadata"]["name"] for p in pods}
-                relist = False
-            if not remaining:
-                self.drain_zero_at = time.monotonic()
-                self.log.info(self.key, "drain", "all pods are gone", seconds=round(time.monotonic() - start, 3))
-                return  # the PodsDrained Event is written after the resume: keep it off the critical path
-            if len(remaining) != announced:
-                announced = len(remaining)
-                self.log.info(self.key, "drain", f"{announced} pods left")
-            if not paused:
-                paused = True
-                test_pause("draining", self.log, self.key)
-            now = time.monotonic()
-            if now >= give_up:
-                raise CycleError(f"drain timed out: {len(remaining)} pods still present "
-                                 f"({', '.join(sorted(remaining.values())[:5])})")
-            if now >= grace_at and not forced:
-                forced = True
-                self.log.warn(self.key, "drain", f"drain grace over: deleting {len(remaining)} pods directly")
-                for uid, name in list(remaining.items()):
-                    self.kube.delete_pod(self.ns, name, uid=uid, grace_seconds=0)
-                relist = True  # see what is left (pods with finalizers stay until released)
-                continue
-            self._renew()
-            wake = min(give_up, self._renew_at, grace_at if not forced else give_up)
-            timeout = max(1, int(wake - time.monotonic() + 0.999))
-            started = time.monotonic()
-            got_event = False
-            try:
-                for kind, obj in self.kube.watch_pods(self.ns, selector, rv, timeout):
-                    got_event = True
-                    meta = obj.get("metadata") or {}
-                    rv = meta.get("resourceVersion") or rv
-                    uid = meta.get("uid")
-                    if kind == "DELETED":
-                        remaining.pop(uid, None)
-                    elif kind in ("ADDED", "MODIFIED") and uid:
-                        remaining[uid] = meta.get("name", "")
-                    if not remaining:
-                        break
-            except Gone:
-                relist = True
-                continue
-            except ApiError as err:
-                if err.status in (401, 403):
-                    raise
-                self.log.warn(self.key, "drain", f"watch failed ({err}): listing again")
-                time.sleep(0.5)
-                relist = True
-                continue
-            if not got_event and time.monotonic() - started < 0.5:
-                time.sleep(0.5)  # a stream that closes at once: do not spin
-                relist = True
+        """Wait until every pod the cluster owns is gone (:mod:`raygitops.presync.drain`)."""
+        run = drain.Drain(self.kube, self.log, self.key, self.ns, self.plan.name, drift.meta(self.live).get("uid", ""),
+                          self.opts.drain_grace, self.opts.deadline - self.opts.resume_reserve, self._drain_tick)
+        try:
+            self.drain_zero_at = run.run()
+        except drain.DrainTimeout as err:
+            raise CycleError(str(err)) from None
+
+    def _drain_tick(self) -> None:
+        if not self._paused_draining:
+            self._paused_draining = True
+            test_pause("draining", self.log, self.key)
+        self._renew()
 
     def _resume(self) -> None:
         for attempt in range(MAX_CONFLICTS):
@@ -378,7 +336,7 @@ class Cycle:
         last = ""
         while True:
             pods, _ = self.kube.list_pods(self.ns, selector)
-            pods_ok, pods_msg = drift.pods_ready_for(self.plan, pods)
+            pods_ok, pods_msg = drift.pods_ready_for(self.plan, self.live, pods)
             ready, ready_msg = drift.cluster_ready(self.live)
             if pods_ok and ready:
                 self.log.info(self.key, "wait-ready", f"ready: {pods_msg}, {ready_msg}")

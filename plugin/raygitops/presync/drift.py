@@ -101,6 +101,21 @@ def group_key(pod: dict[str, Any]) -> str | None:
     return None
 
 
+def owned_by(pod: dict[str, Any], cluster_uid: str | None) -> bool:
+    """Whether the pod's controller ownerReference is the RayCluster with this uid."""
+    for ref in meta(pod).get("ownerReferences") or []:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            return bool(cluster_uid) and ref.get("uid") == cluster_uid
+    return False
+
+
+def foreign_pods(live: dict[str, Any], pods: list[dict[str, Any]]) -> list[str]:
+    """Names of the pods that carry the cluster's label but are not its own (terminating
+    ones aside)."""
+    uid = meta(live).get("uid")
+    return sorted(meta(p).get("name", "") for p in pods if not terminating(p) and not owned_by(p, uid))
+
+
 def terminating(pod: dict[str, Any]) -> bool:
     return bool(meta(pod).get("deletionTimestamp"))
 
@@ -144,15 +159,21 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
     if live is None:
         d.reason = "absent from the cluster (Argo CD will create it)"
         return d
-    if lock_text is not None and plan.suspend:
-        d.action, d.reason = RELEASE, "desired spec.suspend is true: dropping the raygitops lock only"
-        return d
-    if lock_text is not None and plan.owner is None and cluster_owner(live) is None:
+    owner = plan.owner or cluster_owner(live)
+    if lock_text is not None:
         lock = locks.parse(lock_text)
-        phase = lock.phase if lock else "unreadable"
-        d.action = RECREATE_ACTION
-        d.reason = f"a recreate cycle is in progress (phase {phase}): finishing it"
-        d.pods = sum(1 for p in pods if not terminating(p))
+        found = f"phase {lock.phase}, holder {lock.holder}" if lock else "unreadable"
+        if plan.suspend:
+            d.action, d.reason = RELEASE, "desired spec.suspend is true: dropping the raygitops lock only"
+        elif plan.strategy != RECREATE or owner:
+            # Never a recreate here, whatever the annotations say: the lock is reported and
+            # dropped, a cluster an earlier run suspended is resumed as it is.
+            why = f"owned by {owner}" if owner else f"not opted in (strategy {plan.strategy})"
+            d.action, d.reason = RELEASE, f"{why} but carries a raygitops lock ({found}): dropping it, deleting nothing"
+        else:
+            d.action = RECREATE_ACTION
+            d.reason = f"a recreate cycle is in progress ({found}): finishing it"
+            d.pods = sum(1 for p in pods if not terminating(p))
         return d
     if plan.strategy != RECREATE:
         d.reason = f"not opted in (strategy {plan.strategy})"
@@ -160,7 +181,6 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
     if plan.suspend:
         d.reason = "desired spec.suspend is true"
         return d
-    owner = plan.owner or cluster_owner(live)
     if owner:
         d.reason = f"owned by {owner}: never suspended by raygitops"
         return d
@@ -170,7 +190,8 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
         return d
 
     desired = plan.hashes.groups()
-    live_pods = [p for p in pods if not terminating(p)]
+    uid = meta(live).get("uid")
+    live_pods = [p for p in pods if not terminating(p) and owned_by(p, uid)]  # foreign pods never drift
     d.pods = len(live_pods)
     by_group: dict[str, list[dict[str, Any]]] = {}
     for pod in live_pods:
@@ -238,10 +259,12 @@ def pods_by_cluster(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]
     return out
 
 
-def pods_ready_for(plan: ClusterPlan, pods: list[dict[str, Any]]) -> tuple[bool, str]:
-    """Whether every live Ray pod runs the desired hash of its group (and a head exists)."""
+def pods_ready_for(plan: ClusterPlan, live_cluster: dict[str, Any], pods: list[dict[str, Any]]) -> tuple[bool, str]:
+    """Whether every live Ray pod of the cluster runs the desired hash of its group (and a
+    head exists)."""
     desired = plan.hashes.groups()
-    live = [p for p in pods if not terminating(p)]
+    uid = meta(live_cluster).get("uid")
+    live = [p for p in pods if not terminating(p) and owned_by(p, uid)]
     stale = [p for p in live if group_key(p) is not None
              and annotations(p).get(HASH_ANNOTATION) != desired.get(group_key(p) or "")]
     heads = [p for p in live if group_key(p) == "head"]

@@ -59,6 +59,10 @@ class Gone(ApiError):
     """410: a watch resourceVersion is too old; list again."""
 
 
+class StreamBroken(ApiError):
+    """A watch stream that dropped or sent a line that is not a JSON event; list again."""
+
+
 def _error(status: int, body: bytes, method: str, path: str) -> ApiError:
     reason, message = "", ""
     try:
@@ -68,6 +72,18 @@ def _error(status: int, body: bytes, method: str, path: str) -> ApiError:
         message = (body or b"")[:200].decode(errors="replace")
     cls = {409: Conflict, 404: NotFound, 410: Gone}.get(status, ApiError)
     return cls(status, reason, message, method, path)
+
+
+def _watch_event(line: bytes, path: str) -> tuple[str, dict[str, Any]]:
+    """(type, object) of one watch line; a line that is not a watch event (truncated,
+    garbled) breaks the stream."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        event = None
+    if not isinstance(event, dict) or not isinstance(event.get("type"), str) or not isinstance(event.get("object"), dict):
+        raise StreamBroken(0, "StreamBroken", f"not a watch event: {line[:80]!r}", "WATCH", path)
+    return event["type"], event["object"]
 
 
 def _retry_after(headers: Any, attempt: int) -> float:
@@ -224,27 +240,27 @@ class Kube:
         resp = self.request("GET", self._pods(namespace), query, stream=True,
                             timeout=timeout_seconds + 15, verb="watch")
         complete = False
+        path = self._pods(namespace)
         try:
             for line in resp:
                 if not line.strip():
                     continue
-                event = json.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
+                kind, obj = _watch_event(line, path)
                 if kind == "ERROR":
-                    raise _error(int(obj.get("code") or 500), json.dumps(obj).encode(), "WATCH",
-                                 self._pods(namespace))
+                    raise _error(int(obj.get("code") or 500), json.dumps(obj).encode(), "WATCH", path)
                 yield kind, obj
             complete = True
-        except (urllib3.exceptions.HTTPError, OSError):
-            return  # a dropped stream ends the watch; the caller resumes or lists again
+        except (urllib3.exceptions.HTTPError, OSError) as err:
+            raise StreamBroken(0, "StreamBroken", f"watch stream dropped: {err}", "WATCH", path) from None
         finally:
             if not complete:
                 resp.close()  # unread stream: never hand this connection to the next request
             resp.release_conn()
 
     def delete_pod(self, namespace: str, name: str, uid: str | None = None,
-                   grace_seconds: int | None = 0) -> bool:
-        """Delete one pod (only that UID); False when it is already gone."""
+                   grace_seconds: int | None = None) -> bool:
+        """Delete one pod (only that UID; by default with the pod's own grace period); False
+        when it is already gone."""
         body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if grace_seconds is not None:
             body["gracePeriodSeconds"] = grace_seconds

@@ -22,8 +22,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-LOCK_ANNOTATION = "raygitops.dev/recreate"
-LAST_ANNOTATION = "raygitops.dev/last-recreate"
+# Defined with the other hook-owned names (render refuses them in its input).
+from raygitops.strategy import LAST_ANNOTATION, LOCK_ANNOTATION  # noqa: F401 - re-exported
+
 LOCKED, SUSPENDED, RESUMED = "locked", "suspended", "resumed"
 PHASES = (LOCKED, SUSPENDED, RESUMED)
 DEFAULT_LEASE_SECONDS = 60

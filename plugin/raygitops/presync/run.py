@@ -14,7 +14,7 @@ from typing import Any
 from raygitops.plan import Plan
 from raygitops.presync import cycle, drift
 from raygitops.presync import lock as locks
-from raygitops.presync.kubeapi import ApiError
+from raygitops.presync.kubeapi import Conflict
 from raygitops.presync.logs import RUN, Log
 
 
@@ -102,22 +102,34 @@ def decide_namespace(kube: Any, plan: Plan, log: Log) -> list[drift.Decision]:
     return decisions
 
 
-def release(kube: Any, ns: str, name: str, log: Log) -> cycle.Outcome:
-    """Drop a lock on a cluster the plan wants suspended (it stays suspended)."""
+def release(kube: Any, ns: str, name: str, resume: bool, log: Log) -> cycle.Outcome:
+    """Drop a raygitops lock without a recreate: the cluster does not opt in (any more), or is
+    desired suspended.  With ``resume``, a cluster an earlier raygitops run suspended (lock
+    past phase ``locked``) is resumed as it is: ``spec.suspend: false`` and nothing else in
+    the same write; no pod is deleted."""
     key = f"{ns}/{name}"
     for _ in range(cycle.MAX_CONFLICTS):
         live = kube.get_cluster(ns, name)
-        if live is None or locks.LOCK_ANNOTATION not in drift.annotations(live):
-            break
+        text = drift.annotations(live).get(locks.LOCK_ANNOTATION) if live else None
+        if text is None:
+            return cycle.Outcome(ns, name, cycle.SKIPPED, "no raygitops lock left")
+        lock = locks.parse(text)
+        patch: dict[str, Any] = {"metadata": {"resourceVersion": drift.meta(live).get("resourceVersion"),
+                                              "annotations": {locks.LOCK_ANNOTATION: None}}}
+        wake = resume and (live.get("spec") or {}).get("suspend") is True and (lock is None or lock.phase != locks.LOCKED)
+        if wake:
+            patch["spec"] = {"suspend": False}
         try:
-            kube.patch_cluster(ns, name, {"metadata": {"resourceVersion": drift.meta(live)["resourceVersion"],
-                                                       "annotations": {locks.LOCK_ANNOTATION: None}}})
-            log.info(key, "unlock", "lock dropped; the cluster stays suspended as desired")
-            break
-        except ApiError as err:
-            if getattr(err, "status", 0) != 409:
-                raise
-    return cycle.Outcome(ns, name, cycle.SKIPPED, "desired suspended: lock dropped")
+            kube.patch_cluster(ns, name, patch)
+        except Conflict:
+            continue
+        message = "raygitops lock dropped" + (
+            "; the cluster an earlier raygitops run suspended is resumed as it is" if wake
+            else "; the cluster stays suspended as desired" if not resume else "") + "; no pod deleted"
+        log.warn(key, "unlock", message, holder=lock.holder if lock else "unreadable",
+                 phase=lock.phase if lock else None)
+        return cycle.Outcome(ns, name, cycle.SKIPPED, message)
+    raise cycle.CycleError("gave up dropping the lock after repeated write conflicts")
 
 
 def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
@@ -145,7 +157,7 @@ def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
         def one(d: drift.Decision) -> cycle.Outcome:
             try:
                 if d.action == drift.RELEASE:
-                    return release(kube, d.namespace, d.name, log)
+                    return release(kube, d.namespace, d.name, not by_key[d.key].suspend, log)
                 return cycle.Cycle(kube, log, d.namespace, by_key[d.key], d, copts, holder).run()
             except Exception as err:  # noqa: BLE001 - one cluster's bug must not hide the others
                 log.error(d.key, "failed", f"{type(err).__name__}: {err}")

@@ -1,0 +1,137 @@
+"""The drain step: after the suspend, wait until every pod the RayCluster owns is gone.
+
+Only the cluster's own pods count: a pod whose controller ownerReference is the RayCluster's
+uid.  Another pod that carries the label ``ray.io/cluster=<name>`` (made by a person or
+another controller) is named in the log, never deleted and never waited for.
+
+The operator deletes the pods when it sees ``spec.suspend: true``.  Pods still there after
+``--drain-grace`` are deleted by the hook, one DELETE per pod with a uid precondition and
+the pod's OWN grace period; a straggler is deleted again only after another
+``--drain-grace``.  Pods are followed with a watch (a LIST after a 410, a garbled line or a
+dropped stream); each watch call lasts at most :data:`WATCH_SECONDS`, so a signal or the
+deadline is noticed promptly.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from raygitops.presync import drift
+from raygitops.presync.kubeapi import ApiError, Gone, StreamBroken
+from raygitops.presync.logs import Log
+
+WATCH_SECONDS = 5
+
+
+class DrainTimeout(Exception):
+    """Pods still present when the drain had to give up."""
+
+
+def split_pods(pods: list[dict[str, Any]], cluster_uid: str) -> tuple[dict[str, str], list[str]]:
+    """(uid → name of the cluster's own pods, names of foreign pods with its label) (pure)."""
+    own: dict[str, str] = {}
+    foreign: list[str] = []
+    for pod in pods:
+        meta = drift.meta(pod)
+        if drift.owned_by(pod, cluster_uid):
+            own[meta.get("uid", "")] = meta.get("name", "")
+        else:
+            foreign.append(meta.get("name", ""))
+    return own, sorted(foreign)
+
+
+@dataclass
+class Drain:
+    """One drain of one RayCluster.  ``tick`` is called between watch calls (lease renewal,
+    signals: it raises to stop); ``give_up`` is a ``time.monotonic()`` instant."""
+
+    kube: Any
+    log: Log
+    key: str
+    namespace: str
+    name: str
+    cluster_uid: str
+    grace: float
+    give_up: float
+    tick: Callable[[], None]
+    remaining: dict[str, str] = field(default_factory=dict)
+    foreign_seen: set[str] = field(default_factory=set)
+
+    def _foreign(self, names: list[str]) -> None:
+        for name in names:
+            if name not in self.foreign_seen:
+                self.foreign_seen.add(name)
+                self.log.warn(self.key, "drain", f"pod {name} carries label {drift.CLUSTER_LABEL}={self.name} "
+                              "but is not this RayCluster's: not deleted, not waited for")
+
+    def _delete_remaining(self) -> None:
+        self.log.warn(self.key, "drain", f"drain grace over: deleting {len(self.remaining)} pods of the cluster "
+                      "(each with its own grace period)", pods=sorted(self.remaining.values())[:10])
+        for uid, name in list(self.remaining.items()):
+            self.kube.delete_pod(self.namespace, name, uid=uid)
+
+    def run(self) -> float:
+        """Block until no pod of the cluster is left; the ``time.monotonic()`` when that was
+        seen.  Raises :class:`DrainTimeout` at ``give_up``."""
+        selector = f"{drift.CLUSTER_LABEL}={self.name}"
+        start = time.monotonic()
+        delete_at = start + self.grace
+        rv, relist, announced = "", True, -1
+        while True:
+            if relist:
+                pods, rv = self.kube.list_pods(self.namespace, selector)
+                self.remaining, foreign = split_pods(pods, self.cluster_uid)
+                self._foreign(foreign)
+                relist = False
+            if not self.remaining:
+                self.log.info(self.key, "drain", "all pods of the cluster are gone",
+                              seconds=round(time.monotonic() - start, 3))
+                return time.monotonic()
+            if len(self.remaining) != announced:
+                announced = len(self.remaining)
+                self.log.info(self.key, "drain", f"{announced} pods left")
+            now = time.monotonic()
+            if now >= self.give_up:
+                names = ", ".join(sorted(self.remaining.values())[:5])
+                raise DrainTimeout(f"drain timed out: {len(self.remaining)} pods still present ({names})")
+            if now >= delete_at:
+                self._delete_remaining()
+                delete_at = now + max(self.grace, 1.0)  # stragglers: again only after another grace
+                relist = True
+                continue
+            self.tick()
+            wait = min(WATCH_SECONDS, self.give_up - now, delete_at - now)
+            relist, rv = self._watch(selector, rv, wait)
+
+    def _watch(self, selector: str, rv: str, seconds: float) -> tuple[bool, str]:
+        """Follow pod events for up to ``seconds``: (whether to LIST again, the resourceVersion
+        to watch from next)."""
+        started = time.monotonic()
+        try:
+            for kind, obj in self.kube.watch_pods(self.namespace, selector, rv, max(1, int(seconds + 0.999))):
+                meta = drift.meta(obj)
+                rv = meta.get("resourceVersion") or rv
+                uid = meta.get("uid")
+                if kind == "DELETED":
+                    self.remaining.pop(uid, None)
+                elif kind in ("ADDED", "MODIFIED") and uid:
+                    if drift.owned_by(obj, self.cluster_uid):
+                        self.remaining[uid] = meta.get("name", "")
+                    else:
+                        self._foreign([meta.get("name", "")])
+                if not self.remaining:
+                    return False, rv
+        except (Gone, StreamBroken):
+            return True, rv
+        except ApiError as err:
+            if err.status in (401, 403):
+                raise
+            self.log.warn(self.key, "drain", f"watch failed ({err}): listing again")
+            time.sleep(0.5)
+            return True, rv
+        if time.monotonic() - started < 0.5:
+            time.sleep(0.5)  # a stream that closes at once: do not spin
+            return True, rv
+        return False, rv

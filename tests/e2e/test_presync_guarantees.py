@@ -1,0 +1,213 @@
+"""The hook never harms a cluster: each guarantee of docs/presync.md ("Guarantees") on the real
+control plane, with the hook run as a process the way the Job runs it.
+
+Helpers (App, raycluster, ...) come from test_presync_hook.py.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from test_presync_hook import LOCK, App, _start, desired_hashes, raycluster, rendered
+
+pytestmark = pytest.mark.e2e
+OLD, NEW = "rayproject/ray:2.41.0", "rayproject/ray:2.42.0"
+
+
+@pytest.fixture
+def app(control_plane, namespace, tmp_path) -> App:
+    return App(control_plane, namespace, tmp_path)
+
+
+def _report(res: subprocess.CompletedProcess) -> dict[str, Any]:
+    return json.loads(res.stdout)
+
+
+def _by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["name"]: c for c in report["clusters"]}
+
+
+def _dead_lock(phase: str) -> str:
+    """The lock of an earlier raygitops run that died long ago."""
+    return json.dumps({"target": {"head": "h1-00000000000000000000", "workers": {}}, "phase": phase,
+                       "holder": "raygitops-presync-old/1/dead00", "renewedAt": "2020-01-01T00:00:00.000000Z",
+                       "startedAt": "2020-01-01T00:00:00.000000Z", "leaseSeconds": 60, "from": None})
+
+
+def _annotate(app: App, name: str, key: str, value: str) -> None:
+    app.plane.kubectl("annotate", "--overwrite", "raycluster", name, "-n", app.ns, f"{key}={value}")
+
+
+def _patch_spec(app: App, name: str, spec: dict[str, Any]) -> None:
+    app.plane.kubectl("patch", "raycluster", name, "-n", app.ns, "--type=merge", "-p", json.dumps({"spec": spec}))
+
+
+# ----------------------------------------------------------------------------- G1
+
+
+def test_g1_render_refuses_hook_owned_annotations(tmp_path: Path):
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    obj = raycluster(strategy=None)
+    obj["metadata"]["annotations"][LOCK] = _dead_lock("suspended")
+    (app_dir / "demo.yaml").write_text(json.dumps(obj))
+    res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(app_dir)], capture_output=True, text=True)
+    assert res.returncode == 1 and res.stdout == ""
+    assert res.stderr.count("\n") == 1, res.stderr
+    assert f"{app_dir}/demo.yaml:1: RayCluster demo: metadata.annotations.{LOCK}:" in res.stderr
+
+
+@pytest.mark.parametrize("suspended", [False, True])
+def test_g1_a_cluster_that_does_not_opt_in_is_never_recreated(app: App, suspended: bool):
+    """A raygitops lock on a cluster that does not opt in (left by an earlier run, or applied
+    by hand): reported and dropped; a cluster raygitops had suspended is resumed as it is;
+    no pod of it is deleted, whatever its drift."""
+    app.sync(raycluster("demo"), raycluster("plain", strategy=None))
+    app.wait_pods("demo")
+    app.wait_pods("plain")
+    _annotate(app, "plain", LOCK, _dead_lock("suspended"))
+    if suspended:
+        _patch_spec(app, "plain", {"suspend": True})
+        app.plane.wait_for(lambda: not app.pods("plain"), timeout=60, message="plain suspended")
+    uids = app.uids("plain")
+    before = app.cluster("plain")["spec"]
+    app.write(raycluster("demo"), raycluster("plain", strategy=None, image=NEW))
+    objs, _, plan = app.render()
+    res = app.presync(plan, "--no-wait-ready")
+    report = _report(res)
+    assert not report["failed"], res.stderr
+    assert report["apiRequestsByVerb"].get("delete", 0) == 0, report
+    plain = _by_name(report)["plain"]
+    assert plain["decision"] == "release" and "raygitops lock" in plain["reason"], plain
+    assert "raygitops-presync-old/1/dead00" in res.stderr
+    live = app.cluster("plain")
+    assert LOCK not in live["metadata"]["annotations"]
+    assert live["spec"].get("suspend") is not True
+    assert live["spec"]["headGroupSpec"] == before["headGroupSpec"]  # resumed as it was, not to the new spec
+    if suspended:
+        pods = app.wait_pods("plain")
+        assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {OLD}
+    else:
+        assert app.uids("plain") == uids
+    assert app.events("RecreateStarted", "plain") == []
+
+
+# ----------------------------------------------------------------------------- G2
+
+
+class PodWatch:
+    """Every pod event of a namespace, from `kubectl get pods -w` running beside the test."""
+
+    def __init__(self, app: App):
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        argv = [str(app.plane.bin_dir / "kubectl"), f"--kubeconfig={app.plane.kubeconfig}", "get", "pods",
+                "-n", app.ns, "-w", "--output-watch-events", "-o", "json"]
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     env=app.plane.env)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        decoder, buf = json.JSONDecoder(), ""
+        for line in self.proc.stdout:
+            buf += line
+            try:
+                doc, end = decoder.raw_decode(buf.lstrip())
+            except ValueError:
+                continue
+            buf = buf.lstrip()[end:]
+            self.events.append((doc["type"], doc["object"]))
+
+    def stop(self) -> None:
+        time.sleep(1)  # let the last events arrive
+        self.proc.terminate()
+        self.proc.wait(10)
+        self.thread.join(5)
+
+    def deletion_grace(self, name: str) -> Any:
+        """deletionGracePeriodSeconds of the pod's first event with a deletionTimestamp: the
+        grace of the DELETE that started its deletion (kwok, as a kubelet does, finishes it
+        later with grace 0 once the containers are stopped); None if it was never deleted."""
+        for _, obj in self.events:
+            if obj["metadata"]["name"] == name and obj["metadata"].get("deletionTimestamp"):
+                return obj["metadata"].get("deletionGracePeriodSeconds")
+        return None
+
+
+def _foreign_pod(app: App, name: str = "intruder") -> None:
+    """A pod a person made, carrying the cluster's label but owned by nobody."""
+    app.plane.apply({"apiVersion": "v1", "kind": "Pod",
+                     "metadata": {"name": name, "namespace": app.ns, "labels": {"ray.io/cluster": "demo"}},
+                     "spec": {"nodeName": "kwok-node-0", "containers": [{"name": "c", "image": "busybox"}]}})
+
+
+def _graceful(obj: dict[str, Any], seconds: int) -> dict[str, Any]:
+    for g in [obj["spec"]["headGroupSpec"], *obj["spec"]["workerGroupSpecs"]]:
+        g["template"]["spec"]["terminationGracePeriodSeconds"] = seconds
+    return obj
+
+
+def test_g2_a_foreign_pod_with_the_cluster_label_blocks_the_suspend(app: App):
+    """KubeRay deletes every pod labelled ray.io/cluster=<name> on suspend, foreign ones
+    included: while one is there the hook refuses to suspend and says why."""
+    _start(app)
+    uids = app.uids()
+    _foreign_pod(app)
+    app.write(raycluster(image=NEW))
+    _, _, plan = app.render()
+    res = app.presync(plan, check=False)
+    assert res.returncode == 1, res.stderr
+    report = _report(res)
+    demo = _by_name(report)["demo"]
+    assert demo["outcome"] == "failed" and "intruder" in demo["message"], demo
+    assert "intruder" in res.stderr
+    live = app.cluster()
+    assert live["spec"].get("suspend") is not True and LOCK not in live["metadata"]["annotations"]
+    assert uids < app.uids() and len(app.uids()) == len(uids) + 1  # the cluster's own pods untouched too
+    pod = app.plane.get("pod", "intruder", app.ns)
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+
+
+def test_g2_the_drain_deletes_only_the_clusters_own_pods_with_their_grace_period(app: App):
+    """Operator down: after --drain-grace the hook deletes the old pods itself, each with its
+    own terminationGracePeriodSeconds; a foreign pod that turns up during the drain is named
+    in the log, never deleted, and not waited for."""
+    report = app.sync(_graceful(raycluster(), 7))
+    app.wait_pods()
+    old = {p["metadata"]["name"] for p in app.pods()}
+    app.write(_graceful(raycluster(image=NEW), 7))
+    objs, _, plan = app.render()
+    app.plane.stop_operator()
+    watch = PodWatch(app)
+    proc = None
+    try:
+        argv = app.presync_argv(plan) + ["--drain-grace", "3", "--no-wait-ready"]
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=app.hook_env())
+        app.plane.wait_for(lambda: app.cluster()["spec"].get("suspend") is True, timeout=30, interval=0.1,
+                           message="suspended by the hook")
+        _foreign_pod(app)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        app.plane.start_operator()
+        watch.stop()
+    assert proc.returncode == 0, err
+    assert json.loads(out)["summary"]["recreated"] == 1
+    assert "intruder" in err and "drain grace over" in err
+    for name in old:
+        assert watch.deletion_grace(name) == 7, (name, watch.deletion_grace(name))
+    assert watch.deletion_grace("intruder") is None
+    pod = app.plane.get("pod", "intruder", app.ns)
+    assert pod is not None and not pod["metadata"].get("deletionTimestamp")
+    app.plane.kubectl("delete", "pod", "intruder", "-n", app.ns, "--wait=true")
+    app.apply(objs)
+    app.wait_pods(hashes=desired_hashes(rendered(objs)))
