@@ -23,6 +23,10 @@ HOOK_UID = 999
 PLAN_COMPRESS_BYTES = 512 * 1024
 # The Job outlives the hook's own timeout by this much, so the hook reports before Kubernetes kills it.
 DEADLINE_MARGIN_SECONDS = 120
+# SIGTERM to exit: the hook resumes what it suspended within 20 s of a signal
+# (presync.cycle.RECOVER_AFTER_STOP_SECONDS) plus one watch call (5 s); the kubelet waits this
+# long before SIGKILL.
+TERMINATION_GRACE_SECONDS = 45
 
 RULES: list[dict[str, Any]] = [
     {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "list", "watch", "patch"]},
@@ -80,13 +84,16 @@ def _job(plan: Plan, namespace: str, settings: Settings) -> dict[str, Any]:
         "kind": "Job",
         "metadata": _meta(name, namespace, 0),
         "spec": {
-            "backoffLimit": 1,
+            # No Job retry: a failed hook run fails this sync (docs/presync.md, "A failed
+            # recreate fails the sync"); syncing again reruns it.
+            "backoffLimit": 0,
             "activeDeadlineSeconds": settings.timeout_seconds + DEADLINE_MARGIN_SECONDS,
             "template": {
                 "metadata": {"labels": dict(LABELS)},
                 "spec": {
                     "serviceAccountName": NAME,
                     "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
                     "securityContext": {
                         "runAsNonRoot": True,
                         "runAsUser": HOOK_UID,

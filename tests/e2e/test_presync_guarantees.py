@@ -7,6 +7,8 @@ Helpers (App, raycluster, ...) come from test_presync_hook.py.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -16,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from test_presync_hook import LOCK, App, _start, desired_hashes, raycluster, rendered
+from test_presync_hook import LAST, LOCK, App, _start, _token_kubeconfig, desired_hashes, raycluster, rendered
 
 pytestmark = pytest.mark.e2e
 OLD, NEW = "rayproject/ray:2.41.0", "rayproject/ray:2.42.0"
@@ -211,3 +213,196 @@ def test_g2_the_drain_deletes_only_the_clusters_own_pods_with_their_grace_period
     app.plane.kubectl("delete", "pod", "intruder", "-n", app.ns, "--wait=true")
     app.apply(objs)
     app.wait_pods(hashes=desired_hashes(rendered(objs)))
+
+
+# ----------------------------------------------------------------------------- G3
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_g3_a_signal_mid_drain_resumes_unlocks_and_exits_nonzero(app: App, signum: int):
+    """Operator down, so the drain is in progress when the signal comes: the hook starts no
+    new step, resumes the cluster as it was (the drain had not finished), drops its lock and
+    exits 1 well inside 30 s."""
+    _start(app)
+    before = app.cluster()["spec"]["headGroupSpec"]
+    app.write(raycluster(image=NEW))
+    _, _, plan = app.render()
+    app.plane.stop_operator()
+    proc = None
+    try:
+        proc = subprocess.Popen(app.presync_argv(plan), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=app.hook_env())
+        app.plane.wait_for(lambda: app.cluster()["spec"].get("suspend") is True, timeout=30, interval=0.1,
+                           message="suspended by the hook")
+        time.sleep(1)  # in the drain now
+        sent = time.monotonic()
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        app.plane.start_operator()
+    assert proc.returncode == 1, err
+    assert took < 25, took
+    report = _report(subprocess.CompletedProcess([], 1, out, err))
+    demo = _by_name(report)["demo"]
+    assert report["interrupted"] and demo["outcome"] == "failed" and "interrupted" in demo["message"], demo
+    assert "resumed as it was" in demo["message"]
+    live = app.cluster()
+    assert live["spec"].get("suspend") is False and LOCK not in live["metadata"]["annotations"]
+    assert live["spec"]["headGroupSpec"]["template"] == before["template"]  # not half new
+    pods = app.wait_pods()
+    assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {OLD}
+    assert len(app.events("RecreateFailed")) == 1
+
+
+# ----------------------------------------------------------------------------- G4
+
+
+def test_g4_a_cluster_suspended_outside_git_is_brought_back(app: App):
+    """Kill the hook after its suspend and remove its lock by hand: the next run drains,
+    resumes with the desired spec, and says so."""
+    _start(app)
+    app.write(raycluster(image=NEW))
+    objs, _, plan = app.render()
+    proc = subprocess.Popen(app.presync_argv(plan), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=app.hook_env({"RAYGITOPS_TEST_PAUSE_AT": "suspended"}), start_new_session=True)
+    try:
+        app.plane.wait_for(lambda: app.cluster()["spec"].get("suspend") is True, timeout=30, interval=0.1,
+                           message="suspended by the hook")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=10)
+    app.plane.kubectl("annotate", "raycluster", "demo", "-n", app.ns, f"{LOCK}-")
+    res = app.presync(plan)
+    demo = _by_name(_report(res))["demo"]
+    assert demo["outcome"] == "recreated" and "resumed a cluster suspended outside Git" in demo["message"], demo
+    assert "suspended outside Git" in res.stderr
+    pods = app.wait_pods(hashes=desired_hashes(rendered(objs)))
+    assert {c["image"] for p in pods for c in p["spec"]["containers"]} == {NEW}
+    assert app.cluster()["spec"]["suspend"] is False
+
+
+# ----------------------------------------------------------------------------- G5
+
+
+def test_g5_a_forbidden_namespace_never_stops_the_others(app: App, tmp_path: Path):
+    """The hook's token may not read the second namespace (403): that plan's cluster is
+    failed with the reason, the drifted cluster of the first is recreated, exit 1 at the end."""
+    _start(app)
+    app.write(raycluster(image=NEW))
+    objs, hooks, plan = app.render()
+    app.plane.apply([h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")], namespace=app.ns)
+    kubeconfig = _token_kubeconfig(app, tmp_path / "hook.kubeconfig", app.ns)
+    doc = json.loads(plan.read_text())
+    doc["namespace"] = f"{app.ns}-forbidden"
+    other = tmp_path / "other-plan.json"
+    other.write_text(json.dumps(doc))
+    argv = app.presync_argv(other, kubeconfig=kubeconfig)  # the first --plan: the forbidden one
+    res = subprocess.run(argv + ["--plan", str(plan)], capture_output=True, text=True, env=app.hook_env(), timeout=240)
+    assert res.returncode == 1, res.stderr
+    report = _report(res)
+    assert report["summary"]["recreated"] == 1 and report["summary"]["failed"] == 1, report
+    failed = next(c for c in report["clusters"] if c["namespace"] == doc["namespace"])
+    assert "403" in failed["reason"] or "forbidden" in failed["reason"].lower(), failed
+    app.apply(objs)
+    app.wait_pods(hashes=desired_hashes(rendered(objs)))
+
+
+# ----------------------------------------------------------------------------- G6
+
+
+def test_g6_no_cycle_starts_without_the_time_to_finish_it(app: App):
+    """--timeout 40, one cluster at a time, each cycle made to take 20 s or more: the first is
+    recreated, the second would not fit in what is left and is deferred, untouched."""
+    app.sync(raycluster("a"), raycluster("b"))
+    app.wait_pods("a")
+    app.wait_pods("b")
+    uids = {n: app.uids(n) for n in ("a", "b")}
+    app.write(raycluster("a", image=NEW), raycluster("b", image=NEW))
+    _, _, plan = app.render()
+    argv = app.presync_argv(plan)
+    argv[argv.index("--timeout") + 1] = "40"
+    res = subprocess.run(argv + ["--max-parallel", "1"], capture_output=True, text=True, timeout=120,
+                         env=app.hook_env({"RAYGITOPS_TEST_PAUSE_AT": "suspended", "RAYGITOPS_TEST_PAUSE_SECONDS": "20"}))
+    assert res.returncode == 1, res.stderr
+    report = _report(res)
+    assert report["summary"]["recreated"] == 1 and report["summary"]["deferred"] == 1, report
+    deferred = next(c for c in report["clusters"] if c["outcome"] == "deferred")
+    assert "the longest cycle" in deferred["message"], deferred
+    live = app.cluster(deferred["name"])
+    assert live["spec"].get("suspend") is not True and LOCK not in live["metadata"]["annotations"]
+    assert app.uids(deferred["name"]) == uids[deferred["name"]]  # its old pods, untouched
+    assert app.events("RecreateStarted", deferred["name"]) == []
+
+
+# ----------------------------------------------------------------------------- G7
+
+
+def test_g7_a_suspend_that_does_not_stick_fails_boundedly(app: App):
+    """Another controller sets spec.suspend back to false whenever it sees it true: the hook
+    suspends at most 3 times, then fails that cluster naming the cause; it never loops."""
+    _start(app)
+    app.write(raycluster(image=NEW))
+    _, _, plan = app.render()
+    stop = threading.Event()
+
+    def other_controller() -> None:
+        while not stop.is_set():
+            live = app.cluster()
+            if live["spec"].get("suspend") is True:
+                _patch_spec(app, "demo", {"suspend": False})
+            time.sleep(0.2)
+
+    fighter = threading.Thread(target=other_controller, daemon=True)
+    app.plane.stop_operator()  # the pods stay: the drain is still waiting when the suspend is undone
+    fighter.start()
+    try:
+        res = app.presync(plan, check=False)
+    finally:
+        stop.set()
+        fighter.join(10)
+        app.plane.start_operator()
+    assert res.returncode == 1, res.stderr
+    report = _report(res)
+    demo = _by_name(report)["demo"]
+    assert demo["outcome"] == "failed" and "does not stick" in demo["message"], demo
+    suspends = [l for l in res.stderr.splitlines() if "spec.suspend set to true" in l]
+    assert len(suspends) == 3, res.stderr
+    # lock, 3 suspends, lease renewals (every second with the tests' 3 s lease), resume, unlock
+    assert report["apiRequestsByVerb"]["patch"] <= 15, report["apiRequestsByVerb"]
+    live = app.cluster()
+    assert live["spec"].get("suspend") is not True and LOCK not in live["metadata"]["annotations"]
+
+
+# ----------------------------------------------------------------------------- #21: a failed recreate stays failed
+
+
+def test_an_unschedulable_recreate_fails_every_run_until_fixed(app: App):
+    """Workers pinned to a node pool that does not exist: --wait-ready times out and the hook
+    fails; a second run (a Job retry, a resync) finds the pods carrying the new hash and
+    still fails, whatever status.state says; the fixing commit recreates and passes."""
+    _start(app)
+    bad = raycluster(image=NEW)
+    bad["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] = {"pool": "does-not-exist"}
+    app.write(bad)
+    objs, _, plan = app.render()
+    for attempt in (1, 2):
+        argv = app.presync_argv(plan, "--wait-ready")
+        argv[argv.index("--timeout") + 1] = "25"
+        res = subprocess.run(argv, capture_output=True, text=True, env=app.hook_env(), timeout=120)
+        assert res.returncode == 1, (attempt, res.stderr)
+        demo = _by_name(_report(res))["demo"]
+        assert demo["outcome"] == "failed" and "ready" in demo["message"], (attempt, demo)
+        if attempt == 2:
+            assert demo["decision"] == "verify" and "unverified" in demo["message"], demo
+    record = json.loads(app.cluster()["metadata"]["annotations"][LAST])
+    assert record["outcome"] == "Failed"
+    app.apply(objs)  # Argo CD would not get here; the live state is the same either way
+    app.write(raycluster(image=NEW))  # the fixing commit
+    fixed, _, plan = app.render()
+    res = app.presync(plan, "--wait-ready")
+    assert _by_name(_report(res))["demo"]["outcome"] == "recreated", res.stderr
+    assert json.loads(app.cluster()["metadata"]["annotations"][LAST])["outcome"] == "Completed"
+    app.apply(fixed)

@@ -213,7 +213,7 @@ def test_image_change_recreates_exactly_once(app: App):
     # a second sync is a no-op
     uids = app.uids()
     report = app.sync(raycluster(image="rayproject/ray:2.42.0"))
-    assert report["summary"] == {"recreated": 0, "inSync": 1, "skipped": 0, "failed": 0}
+    assert report["summary"] == {"recreated": 0, "inSync": 1, "skipped": 0, "failed": 0, "deferred": 0}
     assert report["apiRequests"] == 2
     time.sleep(2)
     assert app.uids() == uids and len(app.events("RecreateStarted")) == 1

@@ -85,7 +85,8 @@ def test_dry_run_changes_nothing_and_reports():
     before = {u: p["metadata"]["resourceVersion"] for u, p in kube.pods.items()}
     report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW), make_plan("other", spec=NEW, strategy="None")])],
                          dry_run=True)
-    assert report.counts() == {"recreated": 0, "inSync": 0, "skipped": 1, "failed": 0, "wouldRecreate": 1}
+    assert report.counts() == {"recreated": 0, "inSync": 0, "skipped": 1, "failed": 0, "deferred": 0,
+                               "wouldRecreate": 1}
     assert kube.patches == [] and kube.events == []
     assert {u: p["metadata"]["resourceVersion"] for u, p in kube.pods.items()} == before
     doc = report.to_json()
@@ -201,7 +202,9 @@ def test_drain_timeout_resumes_and_fails():
     live = kube.clusters[(NS, "demo")]
     assert live["spec"]["suspend"] is False  # never left suspended
     assert locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
-    assert live["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION] == plan.hashes.head
+    # the drain never finished (an old pod is still there): resumed as it was, not half new
+    assert live["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION] != plan.hashes.head
+    assert "resumed as it was" in report.outcomes[f"{NS}/demo"].message
     assert "RecreateFailed" in kube.event_reasons("demo")
     assert json.loads(live["metadata"]["annotations"][locks.LAST_ANNOTATION])["outcome"] == "Failed"
 
@@ -225,8 +228,10 @@ def test_api_failure_after_suspend_still_resumes():
     assert live["spec"]["suspend"] is False and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
 
 
-def _dead_lock(phase, target, age=120.0):
-    return locks.new_lock("dead/1/x", target, {"head": "h1-old"}, time.time() - age).at(phase, time.time() - age)
+def _dead_lock(phase, target, age=120.0, lease=1):
+    """A dead hook's lock; taken over once a reader has seen it unchanged for ``lease`` s."""
+    return locks.new_lock("dead/1/x", target, {"head": "h1-old"}, time.time() - age,
+                          lease).at(phase, time.time() - age)
 
 
 @pytest.mark.parametrize("phase", [locks.LOCKED, locks.SUSPENDED, locks.RESUMED])
@@ -252,14 +257,17 @@ def test_dead_holder_is_taken_over_and_the_cycle_finished_once(phase):
     assert len(suspends) == (1 if phase == locks.LOCKED else 0)
 
 
-def test_live_holder_is_waited_for_then_in_sync():
+@pytest.mark.parametrize("writer_clock", [0.0, -3600.0, 3600.0])
+def test_live_holder_is_waited_for_then_in_sync(writer_clock):
+    """Whatever the writer's clock says (an hour behind or ahead of ours), a lock that is
+    alive is waited for, never taken over."""
     kube = FakeKube()
     kube.add_cluster("demo", stamped(OLD))
     plan = make_plan(spec=NEW)
     pods = kube.pods_of("demo")
     decision = drift.decide(NS, plan, kube.clusters[(NS, "demo")], pods)
     # another hook holds a fresh lock; it finishes while we wait
-    other = locks.new_lock("other/2/y", plan.hashes.to_json(), None, time.time())
+    other = locks.new_lock("other/2/y", plan.hashes.to_json(), None, time.time() + writer_clock)
     kube.clusters[(NS, "demo")]["metadata"]["annotations"][locks.LOCK_ANNOTATION] = other.to_annotation()
 
     def other_hook():

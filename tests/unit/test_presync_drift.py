@@ -129,11 +129,14 @@ def test_live_owner_reference_and_origin_label_skip():
         assert d.action == drift.SKIP and "owned by Ray" in d.reason
 
 
-def test_suspended_without_lock_is_left_alone():
+def test_suspended_outside_git_is_resumed():
     live, pods = _setup(cluster_spec(image="old"))
     live["spec"]["suspend"] = True
     d = drift.decide(NS, make_plan(spec=cluster_spec(image="new")), live, pods)
-    assert d.action == drift.SKIP and "no raygitops cycle" in d.reason
+    assert d.action == drift.RECREATE_ACTION and d.outside_git and "suspended outside Git" in d.reason
+    # ... but a cluster Git wants suspended, or one that does not opt in, is left alone
+    assert drift.decide(NS, make_plan(spec=cluster_spec(image="new"), suspend=True), live, pods).action == drift.SKIP
+    assert drift.decide(NS, make_plan(strategy="None"), live, pods).action == drift.SKIP
 
 
 def test_lock_present_means_finish_the_cycle():

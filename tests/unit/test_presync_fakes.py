@@ -111,6 +111,7 @@ class FakeKube:
         self.deleted_pods: list[str] = []
         self.delete_graces: list[int | None] = []
         self.fail_next: list[Exception] = []  # raised by the next calls (any method)
+        self.deadline: float | None = None  # set by the run, as on the real client
 
     # ---------------------------------------------------------------- helpers for tests
 
@@ -163,7 +164,8 @@ class FakeKube:
                                        "ray.io/group": group},
                             "ownerReferences": [{"apiVersion": "ray.io/v1", "kind": "RayCluster", "name": cluster,
                                                  "uid": owner["uid"], "controller": True}],
-                            "annotations": dict(annotations), "finalizers": list(finalizers or [])}}
+                            "annotations": dict(annotations), "finalizers": list(finalizers or [])},
+               "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
         with self.lock:
             self._bump(pod)
             self.pods[uid] = pod

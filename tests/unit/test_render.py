@@ -12,6 +12,8 @@ from raygitops.errors import RaygitopsError
 from raygitops.hashing import HASH_ANNOTATION, HASHES_ANNOTATION
 from raygitops.hookresources import RULES
 from raygitops.pipeline import render_app
+from raygitops.presync.cycle import RECOVER_AFTER_STOP_SECONDS
+from raygitops.presync.drain import WATCH_SECONDS
 
 CLUSTER = """\
 apiVersion: ray.io/v1
@@ -107,7 +109,9 @@ def test_hook_rbac_is_least_privilege_and_job_is_locked_down(tmp_path: Path) -> 
     job = next(o for o in result.objects if o["kind"] == "Job")
     pod = job["spec"]["template"]["spec"]
     container = pod["containers"][0]
-    assert job["spec"]["backoffLimit"] >= 0 and job["spec"]["activeDeadlineSeconds"] > 900
+    assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] > 900
+    grace = job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+    assert grace > RECOVER_AFTER_STOP_SECONDS + WATCH_SECONDS  # room to resume after SIGTERM
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False

@@ -1,13 +1,16 @@
 """``raygitops presync``: the CLI of the PreSync hook (flags only; the work is in ``run``).
 
-Exit codes: 0 nothing to do or every cycle done; 1 a cluster failed, or a user error (bad
-plan, no credentials, API unreachable; one line on stderr); 2 internal error.
+Exit codes: 0 nothing to do or every cycle done; 1 a cluster failed or was deferred, the run
+was stopped by SIGTERM/SIGINT, or a user error (bad plan, no credentials, API unreachable; one
+line on stderr); 2 internal error.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 
 import click
 
@@ -59,10 +62,13 @@ def presync(plan_paths: tuple[str, ...], kubeconfig: str | None, context: str | 
              timeout=opts.timeout, drainGrace=opts.drain_grace, maxParallel=opts.max_parallel,
              waitReady=opts.wait_ready)
     kube = Kube(load_credentials(kubeconfig, context), pool_size=opts.max_parallel * 2 + 4)
+    stop_on_signals(opts.stop)
     try:
         report = run(kube, plans, opts, log)
     except ApiError as err:
         raise RaygitopsError(f"Kubernetes API: {err}") from None
+    if opts.stop.is_set():
+        report.interrupted = True
     log.emit("error" if report.failed else "info", RUN, "summary", report.line())
     if log_format == "json":
         sys.stdout.write(json.dumps(report.to_json(), sort_keys=True) + "\n")
@@ -70,3 +76,17 @@ def presync(plan_paths: tuple[str, ...], kubeconfig: str | None, context: str | 
         sys.stdout.write(f"raygitops presync: {report.line()}\n")
     sys.stdout.flush()
     sys.exit(1 if report.failed else 0)
+
+
+def stop_on_signals(stop: threading.Event) -> None:
+    """SIGTERM (Argo CD ending the sync, the Job's deadline, a node drain) and SIGINT ask the
+    run to stop: no new step starts, every cluster this run suspended is resumed, the locks
+    are released, and the exit status is 1 (the pod's terminationGracePeriodSeconds leaves
+    room for it).  The handler only sets the event: it may run while a thread holds the
+    log's lock."""
+
+    def handler(_signum: int, _frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)

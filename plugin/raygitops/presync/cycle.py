@@ -10,19 +10,28 @@ run can finish a cycle another one started:
         ─WAIT_READY→ (ready) ─UNLOCK→ (no lock, last-recreate written)
 
 A lock held by someone else is waited for (WAIT) while its lease is being renewed, and taken
-over (TAKEOVER) once it is not.  On failure after the suspend the cluster is resumed (with
-the desired spec) before the hook reports the failure.
+over (TAKEOVER) once it is not.  On failure, a signal or a deadline after the suspend the
+cluster is resumed before the hook reports it: with the desired spec when the drain had
+finished (no old pod left), else as it is (its old pods come back); never left suspended.
+
+Bounds (docs/presync.md, "Guarantees"): a cycle starts only when the run's
+:class:`~raygitops.presync.budget.Budget` covers it; ``spec.suspend`` is written at most
+:data:`MAX_SUSPEND_WRITES` times per cycle (a webhook or controller that undoes it fails the
+cycle instead of an endless loop); a stop request (SIGTERM/SIGINT) is seen within
+:data:`~raygitops.presync.drain.WATCH_SECONDS` and no new step starts after it.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from raygitops.plan import ClusterPlan
 from raygitops.presync import drain, drift, events, patches
+from raygitops.presync.budget import Budget
 from raygitops.presync import lock as locks
 from raygitops.presync.kubeapi import ApiError, Conflict
 from raygitops.presync.logs import Log
@@ -43,11 +52,14 @@ RECREATED = "recreated"
 IN_SYNC = "in-sync"
 FAILED = "failed"
 SKIPPED = "skipped"
+DEFERRED = "deferred"
 
 PAUSE_ENV = "RAYGITOPS_TEST_PAUSE_AT"
 PAUSE_STEPS = ("locked", "suspended", "draining", "resumed")
 MAX_CONFLICTS = 50
+MAX_SUSPEND_WRITES = 3
 POLL_SECONDS = 1.0
+RECOVER_AFTER_STOP_SECONDS = 20.0  # a signalled run resumes and exits well inside 30 s
 
 
 class CycleError(Exception):
@@ -58,7 +70,19 @@ class LostLock(CycleError):
     """Another hook took the lock over: it finishes the cycle, not us."""
 
 
-def next_step(live: dict[str, Any] | None, holder: str, now: float, unchanged_for: float = 0.0) -> str:
+class Interrupted(CycleError):
+    """A stop was requested (SIGTERM/SIGINT): no new step; resume and report."""
+
+
+class Deferred(CycleError):
+    """Not enough of the run's time budget left to start the cycle."""
+
+
+class SuspendUndone(Exception):
+    """``spec.suspend`` was seen false again during the drain: suspend again (bounded)."""
+
+
+def next_step(live: dict[str, Any] | None, holder: str, unchanged_for: float = 0.0) -> str:
     """What to do next with this RayCluster (pure)."""
     if live is None:
         return GONE
@@ -69,7 +93,7 @@ def next_step(live: dict[str, Any] | None, holder: str, now: float, unchanged_fo
     if lock is None:
         return TAKEOVER  # unreadable: no live holder can be renewing it
     if lock.holder != holder:
-        return TAKEOVER if lock.expired(now, unchanged_for) else WAIT
+        return TAKEOVER if lock.expired(unchanged_for) else WAIT
     suspended = (live.get("spec") or {}).get("suspend") is True
     if lock.phase == locks.LOCKED:
         return SUSPEND
@@ -91,6 +115,8 @@ class Options:
     wait_ready: bool
     lease_seconds: int = locks.DEFAULT_LEASE_SECONDS
     resume_reserve: float = 15.0  # drain gives up this long before the deadline
+    stop: threading.Event = field(default_factory=threading.Event)  # set by SIGTERM/SIGINT
+    budget: Budget | None = None  # None: no cycle is deferred
 
 
 @dataclass
@@ -126,6 +152,9 @@ class Cycle:
         self.drain_to_resume: float | None = None
         self._renew_at = 0.0
         self._paused_draining = False
+        self.drain_zero_at: float | None = None
+        self.suspend_writes = 0
+        self.started: float | None = None  # time.monotonic() of our first write
         self._seen_lock: tuple[str | None, float] = (None, time.monotonic())
 
     # ------------------------------------------------------------------ helpers
@@ -156,6 +185,20 @@ class Cycle:
     def _left(self) -> float:
         return self.opts.deadline - time.monotonic()
 
+    def _check_stop(self) -> None:
+        if self.opts.stop.is_set():
+            raise Interrupted("interrupted (SIGTERM/SIGINT): no new step started")
+
+    def _sleep(self, seconds: float) -> None:
+        """Sleep, waking at once on a stop request."""
+        if self.opts.stop.wait(seconds):
+            self._check_stop()
+
+    def _check_budget(self) -> None:
+        why = self.opts.budget.shortfall() if self.opts.budget else None
+        if why:
+            raise Deferred(f"deferred, not touched: {why}; the next sync picks it up")
+
     def _my_lock(self) -> locks.Lock:
         lock = held_lock(self.live)
         if lock is None or lock.holder != self.holder:
@@ -182,23 +225,32 @@ class Cycle:
         start = time.monotonic()
         try:
             result, message = self._run()
+            if result == RECREATED and self.started is not None and self.opts.budget is not None:
+                self.opts.budget.record(time.monotonic() - self.started)
         except Exception as err:  # noqa: BLE001 - whatever broke, never leave the cluster suspended
             message = str(err) if isinstance(err, (CycleError, ApiError)) else f"{type(err).__name__}: {err}"
-            result = FAILED
-            self.log.error(self.key, "failed", message)
+            result = DEFERRED if isinstance(err, Deferred) else FAILED
+            self.log.emit("warn" if result == DEFERRED else "error", self.key, result, message)
             if not isinstance(err, LostLock):
-                self._recover(message)
+                message += self._recover(message, deferred=result == DEFERRED)
         return Outcome(self.ns, self.plan.name, result, message, time.monotonic() - start,
                        self.drain_to_resume)
+
+    def _done(self) -> tuple[str, str]:
+        if self.failure:
+            return FAILED, self.failure
+        how = "resumed a cluster suspended outside Git" if self.decision.outside_git else "recreated"
+        return RECREATED, how + ("" if self.opts.wait_ready else "; readiness not checked (--no-wait-ready)")
 
     def _run(self) -> tuple[str, str]:
         conflicts = 0
         fresh = False  # self.live is the answer to our last write: no need to GET again
         while True:
+            self._check_stop()
             if not fresh:
                 self._get()
             fresh = False
-            step = next_step(self.live, self.holder, self.clock(), self._unchanged_for())
+            step = next_step(self.live, self.holder, self._unchanged_for())
             try:
                 if step == GONE:
                     if self.recreated:
@@ -206,7 +258,7 @@ class Cycle:
                     return SKIPPED, "the RayCluster was deleted"
                 if step == ACQUIRE:
                     if self.recreated:
-                        return (RECREATED, "recreated") if not self.failure else (FAILED, self.failure)
+                        return self._done()
                     stale = drift.meta(self.live).get("resourceVersion") != self.decision.resource_version
                     if (self.recheck or stale) and not self._still_drifted():
                         return IN_SYNC, "in sync (another hook recreated it)"
@@ -218,7 +270,10 @@ class Cycle:
                 elif step == SUSPEND:
                     self._suspend()
                 elif step == DRAIN:
-                    self._drain()
+                    try:
+                        self._drain()
+                    except SuspendUndone:
+                        continue  # re-decide: SUSPEND again, bounded by MAX_SUSPEND_WRITES
                     self._resume()
                 elif step == WAIT_READY:
                     self._wait_ready()
@@ -242,6 +297,7 @@ class Cycle:
     # ------------------------------------------------------------------ steps
 
     def _acquire(self) -> None:
+        self._check_budget()
         lock = locks.new_lock(self.holder, self.target, self.decision.source, self.clock(), self.opts.lease_seconds)
         self._patch(patches.lock_patch(self.live, lock))
         self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
@@ -257,7 +313,7 @@ class Cycle:
             self.log.info(self.key, "wait", "another hook holds the recreate lock: waiting for it",
                           holder=lock.holder if lock else None, phase=lock.phase if lock else None)
         self.recheck = True
-        time.sleep(POLL_SECONDS)
+        self._sleep(POLL_SECONDS)
 
     def _takeover(self) -> None:
         old = held_lock(self.live)
@@ -278,6 +334,15 @@ class Cycle:
 
     def _suspend(self) -> None:
         lock = self._my_lock()
+        if lock.phase == locks.LOCKED:
+            self._check_budget()  # the last moment a cycle can still be left undone
+        if self.suspend_writes >= MAX_SUSPEND_WRITES:
+            raise CycleError(f"spec.suspend does not stick: written {self.suspend_writes} times and set back to "
+                             "false each time (a mutating webhook or another controller undoes it)")
+        if self.suspend_writes:
+            self.log.warn(self.key, "suspend", "spec.suspend was set back to false by someone else: suspending "
+                          f"again ({self.suspend_writes + 1} of at most {MAX_SUSPEND_WRITES})")
+            self._sleep(2.0 ** (self.suspend_writes - 1))
         pods, _ = self.kube.list_pods(self.ns, f"{drift.CLUSTER_LABEL}={self.plan.name}")
         foreign = drift.foreign_pods(self.live, pods)
         if foreign:
@@ -285,7 +350,10 @@ class Cycle:
             raise CycleError(f"refusing to suspend: pods {', '.join(foreign[:5])} carry label "
                              f"{drift.CLUSTER_LABEL}={self.plan.name} but are not this RayCluster's, and the "
                              "operator deletes every pod with that label on suspend; remove the label or the pods")
+        if self.started is None:
+            self.started = time.monotonic()
         self._patch(patches.suspend_patch(self.live, lock.at(locks.SUSPENDED, self.clock())))
+        self.suspend_writes += 1
         self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
         self.log.info(self.key, "suspend", "spec.suspend set to true: the operator deletes the pods")
         test_pause("suspended", self.log, self.key)
@@ -300,10 +368,20 @@ class Cycle:
             raise CycleError(str(err)) from None
 
     def _drain_tick(self) -> None:
+        """Between two watch calls of the drain: stop request, lease, and whether the suspend
+        still holds (one GET)."""
         if not self._paused_draining:
             self._paused_draining = True
             test_pause("draining", self.log, self.key)
-        self._renew()
+        self._check_stop()
+        if time.monotonic() >= self._renew_at:
+            self._renew()
+        else:
+            self._get()
+            self._my_lock()
+        if (self.live.get("spec") or {}).get("suspend") is not True:
+            self.log.warn(self.key, "drain", "spec.suspend is false again: someone else resumed the cluster")
+            raise SuspendUndone()
 
     def _resume(self) -> None:
         for attempt in range(MAX_CONFLICTS):
@@ -317,7 +395,7 @@ class Cycle:
                 continue
         else:
             raise CycleError("gave up resuming after repeated write conflicts")
-        zero_at = getattr(self, "drain_zero_at", None)
+        zero_at = self.drain_zero_at
         if zero_at is not None and self.drain_to_resume is None:
             self.drain_to_resume = time.monotonic() - zero_at
         self.recreated = True
@@ -345,18 +423,19 @@ class Cycle:
             if message != last:
                 self.log.info(self.key, "wait-ready", f"waiting: {message}")
                 last = message
-            if self._left() <= 0:
-                self.failure = f"timed out waiting for the cluster to be ready ({message})"
+            if self._left() <= 0 or self.opts.stop.is_set():
+                why = "interrupted (SIGTERM/SIGINT)" if self.opts.stop.is_set() else "timed out"
+                self.failure = f"{why} waiting for the cluster to be ready ({message})"
                 self.log.error(self.key, "wait-ready", self.failure)
                 self._get()
                 return
-            time.sleep(POLL_SECONDS)
+            self.opts.stop.wait(POLL_SECONDS)
             self._renew()
             self._get()
 
     def _unlock(self) -> None:
         lock = self._my_lock()
-        outcome = "Failed" if self.failure else "Completed"
+        outcome = locks.FAILED if self.failure else locks.COMPLETED if self.opts.wait_ready else locks.UNVERIFIED
         self._patch(patches.unlock_patch(self.live, locks.last_recreate(lock, self.clock(), outcome)))
         if lock.target != self.target:
             self.recheck = True
@@ -371,23 +450,35 @@ class Cycle:
 
     # ------------------------------------------------------------------ failure
 
-    def _recover(self, message: str) -> None:
-        """After a failure: never leave the cluster suspended.  Resume it with the desired
-        spec if we had suspended it, then drop our lock."""
-        until = max(self.opts.deadline, time.monotonic()) + 60
+    def _recover(self, message: str, deferred: bool = False) -> str:
+        """After a failure, a stop or a deferral: never leave the cluster suspended.  Resume
+        it (with the desired spec only if the drain had finished, else as it is), then drop
+        our lock.  What was done, as a suffix for the report's message."""
+        stopped = self.opts.stop.is_set()
+        until = time.monotonic() + RECOVER_AFTER_STOP_SECONDS if stopped else max(self.opts.deadline, time.monotonic()) + 60
+        done = ""
         while time.monotonic() < until:
             try:
                 self._get()
                 lock = held_lock(self.live)
                 if lock is None or lock.holder != self.holder:
-                    return
+                    return done
                 if lock.phase == locks.SUSPENDED or (self.live.get("spec") or {}).get("suspend") is True:
-                    self._patch(patches.resume_patch(self.live, self.plan, lock.at(locks.RESUMED, self.clock())))
-                    self.log.warn(self.key, "resume", "resumed after the failure (desired spec written)")
+                    resumed = lock.at(locks.RESUMED, self.clock())
+                    if self.drain_zero_at is not None:
+                        self._patch(patches.resume_patch(self.live, self.plan, resumed))
+                        done = "; resumed with the desired spec (the drain had finished)"
+                    else:
+                        self._patch(patches.wake_patch(self.live, resumed))
+                        done = "; resumed as it was (its pods come back from the live templates)"
+                    self.log.warn(self.key, "resume", done[2:])
                     continue
-                self._patch(patches.unlock_patch(self.live, locks.last_recreate(lock, self.clock(), "Failed")))
+                if deferred and lock.phase == locks.LOCKED:
+                    self._patch(patches.unlock_patch(self.live, None))
+                    return done
+                self._patch(patches.unlock_patch(self.live, locks.last_recreate(lock, self.clock(), locks.FAILED)))
                 self._event(events.FAILED, message)
-                return
+                return done
             except Conflict:
                 continue
             except ApiError as err:
@@ -395,3 +486,4 @@ class Cycle:
                                "the next hook run finishes the cycle")
                 time.sleep(2)
         self.log.error(self.key, "resume", "gave up resuming: the next hook run finishes the cycle")
+        return "; could not resume it: the next hook run finishes the cycle"

@@ -18,7 +18,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops.errors import RaygitopsError
 from raygitops.hashing import HASH_ANNOTATION, HASHES_ANNOTATION, GroupHashes, hash_cluster, is_h1
 from raygitops.plan import ClusterPlan
 from raygitops.presync import lock as locks
@@ -34,6 +33,8 @@ SKIP = "skip"
 IN_SYNC = "in-sync"
 RECREATE_ACTION = "recreate"
 RELEASE = "release"  # a lock on a cluster the plan wants suspended: drop the lock only
+VERIFY = "verify"  # pods run the desired template but the recreate to it was never verified ready
+FAIL = "fail"  # this cluster cannot be evaluated (its live spec, the API): reported, others go on
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Decision:
     drift: dict[str, GroupDrift] = field(default_factory=dict)
     source: dict[str, Any] | None = None  # hashes the pods run now ("from")
     resource_version: str | None = None  # of the live RayCluster the decision was made on
+    outside_git: bool = False  # suspended by somebody else: the cycle only has to resume it
 
     @property
     def key(self) -> str:
@@ -186,7 +188,10 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
         return d
     spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
     if spec.get("suspend") is True:
-        d.reason = "live spec.suspend is true and no raygitops cycle holds it: left alone"
+        # Git does not ask for it: finish the job (drain, resume with the desired spec).
+        d.action, d.outside_git = RECREATE_ACTION, True
+        d.reason = "suspended outside Git (desired spec.suspend is not true, no raygitops lock): resuming it"
+        d.pods = sum(1 for p in pods if not terminating(p) and owned_by(p, meta(live).get("uid")))
         return d
 
     desired = plan.hashes.groups()
@@ -222,8 +227,9 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
                 live_cmp = comparable_hashes(spec)
             if desired_cmp is None:
                 desired_cmp = comparable_hashes(desired_spec(plan))
-        except RaygitopsError as err:
-            raise RaygitopsError(f"{namespace}/{plan.name}: cannot hash the live spec: {err}") from None
+        except Exception as err:  # noqa: BLE001 - a live spec render would refuse must not stop the run
+            d.action, d.reason = FAIL, f"cannot hash the live spec: {err}"
+            return d
         live_h = live_cmp.groups().get(key)
         if live_h != desired_cmp.groups().get(key):
             d.drift[key] = GroupDrift(desired[key], hashes, "spec-hash", len(group_pods))
@@ -238,7 +244,33 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
     else:
         d.action = IN_SYNC
         d.reason = "every pod runs the desired template" if live_pods else "no pods to recreate"
+        unverified = unverified_recreate(live, plan)
+        if unverified and live_pods:
+            d.action = VERIFY
+            d.reason = (f"every pod runs the desired template, but the recreate to it ended {unverified}: "
+                        "not in sync until the cluster is seen ready")
     return d
+
+
+def last_recreate(live: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``raygitops.dev/last-recreate`` record of the live cluster (None if absent or
+    unreadable)."""
+    text = annotations(live).get(locks.LAST_ANNOTATION)
+    try:
+        doc = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def unverified_recreate(live: dict[str, Any], plan: ClusterPlan) -> str | None:
+    """The outcome (``Failed``, ``Unverified``) of the last recreate when it went to this
+    plan's target and was not seen ready; None otherwise."""
+    doc = last_recreate(live)
+    if doc is None or doc.get("to") != plan.hashes.to_json():
+        return None
+    outcome = doc.get("outcome")
+    return None if outcome == locks.COMPLETED else str(outcome)
 
 
 def _annotated(annotated: dict[str, Any], key: str) -> str | None:
@@ -259,20 +291,52 @@ def pods_by_cluster(pods: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]
     return out
 
 
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def expected_pods(spec: dict[str, Any]) -> tuple[int, bool]:
+    """(pods the operator keeps for this spec, whether exactly that many): the head plus each
+    worker group's replicas within [minReplicas, maxReplicas] times numOfHosts.  With the
+    autoscaler on, the replicas move: at least the minimum then."""
+    autoscaled = spec.get("enableInTreeAutoscaling") is True
+    count = 1
+    for group in spec.get("workerGroupSpecs") or []:
+        if not isinstance(group, dict) or group.get("suspend") is True:
+            continue
+        low, high = _int(group.get("minReplicas"), 0), _int(group.get("maxReplicas"), 2**31 - 1)
+        replicas = low if autoscaled else min(max(_int(group.get("replicas"), low), low), high)
+        count += replicas * max(1, _int(group.get("numOfHosts"), 1))
+    return count, not autoscaled
+
+
+def pod_ready(pod: dict[str, Any]) -> bool:
+    status = pod.get("status") if isinstance(pod.get("status"), dict) else {}
+    return any(isinstance(c, dict) and c.get("type") == "Ready" and c.get("status") == "True"
+               for c in status.get("conditions") or [])
+
+
 def pods_ready_for(plan: ClusterPlan, live_cluster: dict[str, Any], pods: list[dict[str, Any]]) -> tuple[bool, str]:
-    """Whether every live Ray pod of the cluster runs the desired hash of its group (and a
-    head exists)."""
+    """Whether the cluster runs the desired templates, ready: every live pod it owns carries
+    its group's desired hash and has condition Ready, and there are as many as its spec asks
+    for.  Judged from the pods themselves, never from ``status.state`` (which can still say
+    ``ready`` from before the suspend)."""
     desired = plan.hashes.groups()
     uid = meta(live_cluster).get("uid")
-    live = [p for p in pods if not terminating(p) and owned_by(p, uid)]
-    stale = [p for p in live if group_key(p) is not None
-             and annotations(p).get(HASH_ANNOTATION) != desired.get(group_key(p) or "")]
-    heads = [p for p in live if group_key(p) == "head"]
+    live = [p for p in pods if not terminating(p) and owned_by(p, uid) and group_key(p) is not None]
+    stale = [p for p in live if annotations(p).get(HASH_ANNOTATION) != desired.get(group_key(p) or "")]
+    spec = live_cluster.get("spec") if isinstance(live_cluster.get("spec"), dict) else {}
+    want, exact = expected_pods(spec)
+    unready = [meta(p).get("name", "") for p in live if not pod_ready(p)]
     if stale:
         return False, f"{len(stale)} pods without the desired hash"
-    if not heads:
+    if not any(group_key(p) == "head" for p in live):
         return False, "no head pod yet"
-    return True, f"{len(live)} pods with the desired hashes"
+    if len(live) < want or (exact and len(live) > want):
+        return False, f"{len(live)} of {want} pods"
+    if unready:
+        return False, f"{len(unready)} of {len(live)} pods not Ready ({', '.join(sorted(unready)[:3])})"
+    return True, f"{len(live)} pods Ready with the desired hashes"
 
 
 def cluster_ready(live: dict[str, Any]) -> tuple[bool, str]:

@@ -34,6 +34,7 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_ATTEMPTS = 8
 BACKOFF_CAP_SECONDS = 8.0
 REQUEST_TIMEOUT_SECONDS = 30.0
+AFTER_DEADLINE_TIMEOUT_SECONDS = 10.0  # each call of the resume that follows a timeout
 USER_AGENT = "raygitops-presync"
 
 
@@ -141,6 +142,7 @@ class Kube:
                                         cert_reqs="CERT_REQUIRED" if creds.verify else "CERT_NONE",
                                         retries=False)
         self._count_lock = threading.Lock()
+        self.deadline: float | None = None  # time.monotonic() of the run's --timeout
         self.requests = 0
         self.by_verb: dict[str, int] = {}
 
@@ -171,10 +173,11 @@ class Kube:
         data = json.dumps(body).encode() if body is not None else None
         for attempt in range(MAX_ATTEMPTS):
             self._count(verb or method)
+            read = self._bounded(timeout)
             try:
                 resp = self.http.request(
                     method, url, body=data, headers=self._headers(content_type),
-                    timeout=urllib3.Timeout(connect=10, read=timeout), preload_content=not stream,
+                    timeout=urllib3.Timeout(connect=min(10, read), read=read), preload_content=not stream,
                     redirect=False,
                 )
             except (urllib3.exceptions.HTTPError, OSError) as err:
@@ -194,6 +197,14 @@ class Kube:
                 continue
             raise _error(resp.status, payload, method, path)
         raise AssertionError("unreachable")
+
+    def _bounded(self, timeout: float) -> float:
+        """The read timeout of one call: never past the run's deadline; after it (resuming a
+        cluster after a timeout), short calls only."""
+        if self.deadline is None:
+            return timeout
+        left = self.deadline - time.monotonic()
+        return min(timeout, left if left > 1 else AFTER_DEADLINE_TIMEOUT_SECONDS)
 
     # ------------------------------------------------------------------ RayClusters
 

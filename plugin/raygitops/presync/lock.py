@@ -4,8 +4,8 @@ Value: compact JSON ``{"target", "phase", "holder", "renewedAt", "startedAt",
 "leaseSeconds", "from"}``; ``target`` and ``from`` are hash sets
 ``{"head": "h1-…", "workers": {"<group>": "h1-…"}}``.  Every write of the lock carries the
 resourceVersion the writer read (optimistic concurrency): two hooks can never both believe
-they hold it.  A holder renews ``renewedAt`` while it works; a lock not renewed within its
-lease belongs to a dead holder and is taken over by the next hook.
+they hold it.  A holder renews ``renewedAt`` while it works; a lock another hook has seen
+unchanged for longer than its lease belongs to a dead holder and is taken over.
 
 Phases: ``locked`` (nothing changed yet) → ``suspended`` (spec.suspend true, pods draining)
 → ``resumed`` (desired spec written, suspend false) → lock removed.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import time
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
@@ -26,6 +25,9 @@ from typing import Any
 from raygitops.strategy import LAST_ANNOTATION, LOCK_ANNOTATION  # noqa: F401 - re-exported
 
 LOCKED, SUSPENDED, RESUMED = "locked", "suspended", "resumed"
+# Outcomes in the last-recreate record: only COMPLETED means "seen ready"; a later run waits
+# for readiness again after the others (docs/presync.md, "A failed recreate stays failed").
+COMPLETED, UNVERIFIED, FAILED = "Completed", "Unverified", "Failed"
 PHASES = (LOCKED, SUSPENDED, RESUMED)
 DEFAULT_LEASE_SECONDS = 60
 
@@ -73,10 +75,12 @@ class Lock:
         }
         return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
-    def expired(self, now: float, unchanged_for: float = 0.0) -> bool:
-        """A dead holder's lock: not renewed within its lease, by the writer's clock or by
-        how long this reader has seen it unchanged (robust to clock skew)."""
-        return now - self.renewed_at > self.lease_seconds or unchanged_for > self.lease_seconds
+    def expired(self, unchanged_for: float) -> bool:
+        """A dead holder's lock: this reader has seen it unchanged for longer than its lease.
+        Judged by observation on the reader's monotonic clock only, never by comparing
+        ``renewedAt`` (the writer's clock) with ours: a skewed clock can neither steal a live
+        lock nor keep a dead one (as Kubernetes leader election does)."""
+        return unchanged_for > self.lease_seconds
 
     def renewed(self, now: float) -> "Lock":
         return replace(self, renewed_at=now)
@@ -118,17 +122,17 @@ def new_lock(holder: str, target: dict[str, Any], source: dict[str, Any] | None,
     return Lock(target, LOCKED, holder, now, now, lease_seconds, source)
 
 
-def last_recreate(lock: Lock, finished: float, outcome: str = "Completed") -> str:
+def json_record(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+
+
+def last_recreate(lock: Lock, finished: float, outcome: str) -> str:
     """The ``raygitops.dev/last-recreate`` value written when a cycle ends."""
-    doc = {
+    return json_record({
         "from": lock.source,
         "to": lock.target,
         "startedAt": rfc3339(lock.started_at),
         "finishedAt": rfc3339(finished),
         "outcome": outcome,
-    }
-    return json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    })
 
-
-def now() -> float:
-    return time.time()

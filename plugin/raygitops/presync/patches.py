@@ -101,6 +101,14 @@ def resume_patch(live: dict[str, Any], plan: ClusterPlan, lock: Lock) -> dict[st
     return patch
 
 
+def wake_patch(live: dict[str, Any], lock: Lock | None) -> dict[str, Any]:
+    """``spec.suspend: false`` and nothing else of the spec: the cluster comes back as it is
+    (its pods from the live templates), with the lock at ``lock`` or removed (None)."""
+    value = lock.to_annotation() if lock is not None else None
+    return {"metadata": {"resourceVersion": _rv(live), "annotations": {LOCK_ANNOTATION: value}},
+            "spec": {"suspend": False}}
+
+
 def unlock_patch(live: dict[str, Any], last: str | None) -> dict[str, Any]:
     annotations: dict[str, Any] = {LOCK_ANNOTATION: None}
     if last is not None:

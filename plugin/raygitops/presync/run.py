@@ -2,19 +2,25 @@
 
 API cost of a run with nothing to do: two LIST requests per namespace (RayClusters, and
 pods with label ``ray.io/cluster``), whatever the number of clusters.
+
+Each cluster is decided and cycled in isolation: a cluster that cannot be evaluated (a live
+spec that cannot be hashed, an API error in its namespace) is reported ``failed`` and every
+other cluster still gets its turn; the exit status says so at the end.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops.plan import Plan
-from raygitops.presync import cycle, drift
+from raygitops.plan import ClusterPlan, Plan
+from raygitops.presync import cycle, drift, patches
 from raygitops.presync import lock as locks
-from raygitops.presync.kubeapi import Conflict
+from raygitops.presync.budget import Budget
+from raygitops.presync.kubeapi import ApiError, Conflict
 from raygitops.presync.logs import RUN, Log
 
 
@@ -26,6 +32,7 @@ class RunOptions:
     wait_ready: bool
     dry_run: bool = False
     lease_seconds: int = locks.DEFAULT_LEASE_SECONDS
+    stop: threading.Event = field(default_factory=threading.Event)  # set by SIGTERM/SIGINT
 
 
 @dataclass
@@ -36,15 +43,17 @@ class Report:
     seconds: float = 0.0
     requests: int = 0
     requests_by_verb: dict[str, int] = field(default_factory=dict)
+    interrupted: bool = False  # stopped by SIGTERM/SIGINT: never a success
 
     def counts(self) -> dict[str, int]:
-        out = {"recreated": 0, "inSync": 0, "skipped": 0, "failed": 0}
+        out = {"recreated": 0, "inSync": 0, "skipped": 0, "failed": 0, "deferred": 0}
         if self.dry_run:
             out["wouldRecreate"] = 0
         for d in self.decisions:
             o = self.outcomes.get(d.key)
             result = o.result if o else {
                 drift.SKIP: cycle.SKIPPED, drift.IN_SYNC: cycle.IN_SYNC, drift.RELEASE: cycle.SKIPPED,
+                drift.VERIFY: cycle.IN_SYNC, drift.FAIL: cycle.FAILED,
             }.get(d.action, "wouldRecreate" if self.dry_run else cycle.FAILED)
             name = {"in-sync": "inSync"}.get(result, result)
             out[name] = out.get(name, 0) + 1
@@ -52,12 +61,16 @@ class Report:
 
     @property
     def failed(self) -> bool:
-        return self.counts().get("failed", 0) > 0
+        """Exit status 1: a cluster failed, or was deferred (not done; the sync must not pass)."""
+        c = self.counts()
+        return self.interrupted or c["failed"] + c["deferred"] > 0
 
     def line(self) -> str:
         c = self.counts()
         parts = [f"{c['recreated']} recreated", f"{c['inSync']} in sync", f"{c['skipped']} skipped",
                  f"{c['failed']} failed"]
+        if c["deferred"]:
+            parts.append(f"{c['deferred']} deferred")
         if self.dry_run:
             parts.insert(0, f"{c['wouldRecreate']} would be recreated")
         prefix = "dry run: " if self.dry_run else ""
@@ -80,6 +93,7 @@ class Report:
             "dryRun": self.dry_run,
             "summary": self.counts(),
             "failed": self.failed,
+            "interrupted": self.interrupted,
             "seconds": round(self.seconds, 3),
             "apiRequests": self.requests,
             "apiRequestsByVerb": dict(sorted(self.requests_by_verb.items())),
@@ -88,18 +102,74 @@ class Report:
 
 
 def decide_namespace(kube: Any, plan: Plan, log: Log) -> list[drift.Decision]:
-    """Two LIST calls for the whole namespace, then a pure decision per cluster."""
+    """Two LIST calls for the whole namespace, then a pure decision per cluster.  Whatever
+    fails here fails the clusters it concerns (the namespace's, or one), never the run."""
     ns = plan.namespace
-    live = {drift.meta(c).get("name"): c for c in kube.list_clusters(ns)}
-    pods, _ = kube.list_pods(ns, drift.CLUSTER_LABEL)
+    try:
+        live = {drift.meta(c).get("name"): c for c in kube.list_clusters(ns)}
+        pods, _ = kube.list_pods(ns, drift.CLUSTER_LABEL)
+    except ApiError as err:
+        if err.status == 401:
+            raise  # the credentials, not this namespace: nothing else can work either
+        return [_failed(log, drift.Decision(ns, e.name, drift.FAIL, f"cannot read namespace {ns}: {err}"))
+                for e in plan.clusters]
     by_cluster = drift.pods_by_cluster(pods)
     decisions = []
     for entry in plan.clusters:
-        d = drift.decide(ns, entry, live.get(entry.name), by_cluster.get(entry.name, []))
-        level = "warn" if d.action == drift.SKIP and "owned by" in d.reason else "info"
-        log.emit(level, d.key, "decide", f"{d.action}: {d.reason}", pods=d.pods)
+        try:
+            d = drift.decide(ns, entry, live.get(entry.name), by_cluster.get(entry.name, []))
+        except Exception as err:  # noqa: BLE001 - one unexpected live object fails one cluster
+            d = drift.Decision(ns, entry.name, drift.FAIL, f"cannot evaluate: {type(err).__name__}: {err}")
+        if d.action == drift.FAIL:
+            _failed(log, d)
+        else:
+            level = "warn" if (d.action == drift.SKIP and "owned by" in d.reason) or d.outside_git else "info"
+            log.emit(level, d.key, "decide", f"{d.action}: {d.reason}", pods=d.pods)
         decisions.append(d)
     return decisions
+
+
+def _failed(log: Log, d: drift.Decision) -> drift.Decision:
+    log.error(d.key, "decide", f"failed: {d.reason}")
+    return d
+
+
+def verify(kube: Any, plan: ClusterPlan, d: drift.Decision, opts: RunOptions, deadline: float,
+           log: Log) -> cycle.Outcome:
+    """A cluster whose pods run the desired template after a recreate that was not seen ready:
+    in sync only once it is ready now (then the record says Completed); without
+    ``--wait-ready`` it says that readiness was not checked."""
+    ns, key = d.namespace, d.key
+    if not opts.wait_ready:
+        return cycle.Outcome(ns, d.name, cycle.IN_SYNC, d.reason.split(":")[0] + "; readiness not checked "
+                             "(--no-wait-ready)")
+    last = ""
+    while True:
+        live = kube.get_cluster(ns, d.name)
+        if live is None:
+            return cycle.Outcome(ns, d.name, cycle.SKIPPED, "the RayCluster was deleted")
+        pods, _ = kube.list_pods(ns, f"{drift.CLUSTER_LABEL}={d.name}")
+        ok, message = drift.pods_ready_for(plan, live, pods)
+        if ok:
+            record = drift.last_recreate(live) or {}
+            record["outcome"] = locks.COMPLETED
+            patch = {"metadata": {"resourceVersion": drift.meta(live).get("resourceVersion"),
+                                  "annotations": {locks.LAST_ANNOTATION: locks.json_record(record)}}}
+            try:
+                kube.patch_cluster(ns, d.name, patch)
+            except Conflict:
+                continue
+            log.info(key, "verify", f"ready now: {message}")
+            return cycle.Outcome(ns, d.name, cycle.IN_SYNC, f"verified ready ({message}) after a recreate that "
+                                 "had not been")
+        if message != last:
+            log.info(key, "verify", f"waiting: {message}")
+            last = message
+        if time.monotonic() >= deadline or opts.stop.is_set():
+            why = "interrupted" if opts.stop.is_set() else "timed out"
+            return cycle.Outcome(ns, d.name, cycle.FAILED, f"{why} waiting for the recreated cluster to be "
+                                 f"ready ({message}); the recreate to this target is still unverified")
+        opts.stop.wait(cycle.POLL_SECONDS)
 
 
 def release(kube: Any, ns: str, name: str, resume: bool, log: Log) -> cycle.Outcome:
@@ -114,11 +184,8 @@ def release(kube: Any, ns: str, name: str, resume: bool, log: Log) -> cycle.Outc
         if text is None:
             return cycle.Outcome(ns, name, cycle.SKIPPED, "no raygitops lock left")
         lock = locks.parse(text)
-        patch: dict[str, Any] = {"metadata": {"resourceVersion": drift.meta(live).get("resourceVersion"),
-                                              "annotations": {locks.LOCK_ANNOTATION: None}}}
         wake = resume and (live.get("spec") or {}).get("suspend") is True and (lock is None or lock.phase != locks.LOCKED)
-        if wake:
-            patch["spec"] = {"suspend": False}
+        patch = patches.wake_patch(live, None) if wake else patches.unlock_patch(live, None)
         try:
             kube.patch_cluster(ns, name, patch)
         except Conflict:
@@ -141,23 +208,31 @@ def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
             by_key[f"{plan.namespace}/{entry.name}"] = entry
         report.decisions.extend(decide_namespace(kube, plan, log))
 
-    todo = [d for d in report.decisions if d.action in (drift.RECREATE_ACTION, drift.RELEASE)]
+    todo = [d for d in report.decisions if d.action in (drift.RECREATE_ACTION, drift.RELEASE, drift.VERIFY)]
     if opts.dry_run:
         for d in todo:
-            log.info(d.key, "dry-run", f"would {'drop the lock' if d.action == drift.RELEASE else 'recreate'}: "
-                     f"{d.reason}", pods=d.pods)
+            what = {drift.RELEASE: "drop the lock", drift.VERIFY: "wait for readiness"}.get(d.action, "recreate")
+            log.info(d.key, "dry-run", f"would {what}: {d.reason}", pods=d.pods)
     elif todo:
         holder = locks.new_holder()
-        copts = cycle.Options(deadline=start + opts.timeout, drain_grace=opts.drain_grace,
+        deadline = start + opts.timeout
+        kube.deadline = deadline  # no single API call outlives --timeout
+        copts = cycle.Options(deadline=deadline, drain_grace=opts.drain_grace,
                               wait_ready=opts.wait_ready, lease_seconds=opts.lease_seconds,
-                              resume_reserve=min(15.0, opts.timeout / 10))
+                              resume_reserve=min(15.0, opts.timeout / 10), stop=opts.stop,
+                              budget=Budget(deadline, opts.timeout))
         log.info(RUN, "start", f"{len(todo)} clusters to recreate, up to {opts.max_parallel} at a time",
                  holder=holder)
 
         def one(d: drift.Decision) -> cycle.Outcome:
+            if opts.stop.is_set():
+                return cycle.Outcome(d.namespace, d.name, cycle.DEFERRED,
+                                     "not started: interrupted (SIGTERM/SIGINT) before its turn; not touched")
             try:
                 if d.action == drift.RELEASE:
                     return release(kube, d.namespace, d.name, not by_key[d.key].suspend, log)
+                if d.action == drift.VERIFY:
+                    return verify(kube, by_key[d.key], d, opts, deadline, log)
                 return cycle.Cycle(kube, log, d.namespace, by_key[d.key], d, copts, holder).run()
             except Exception as err:  # noqa: BLE001 - one cluster's bug must not hide the others
                 log.error(d.key, "failed", f"{type(err).__name__}: {err}")
