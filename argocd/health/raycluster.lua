@@ -9,10 +9,13 @@
 --   spec.suspend, status.state, status.reason, status.observedGeneration,
 --   status.readyWorkerReplicas / desiredWorkerReplicas, conditions RayClusterProvisioned,
 --   HeadPodReady, ReplicaFailure, RayClusterSuspending, RayClusterSuspended,
---   annotation raygitops.dev/recreate (the raygitops PreSync hook's recreate lock).
--- Order: failure -> raygitops recreate -> stale status -> suspend/resume -> ready -> pending.
+--   annotation raygitops.dev/recreate (the raygitops PreSync hook's recreate lock) and
+--   raygitops.dev/last-recreate-outcome (Completed | Unverified | Failed).
+-- Order: failure -> raygitops recreate -> failed recreate -> stale status -> suspend/resume
+--   -> ready -> pending.
 
 local RECREATE = "raygitops.dev/recreate"
+local OUTCOME = "raygitops.dev/last-recreate-outcome"
 
 local metadata = obj.metadata or {}
 local annotations = metadata.annotations or {}
@@ -91,6 +94,17 @@ local function check()
   if lock ~= nil then
     return result("Progressing", "raygitops is recreating the pods to apply a new template "
       .. "(suspend, drain, resume); " .. RECREATE .. ": " .. tostring(lock))
+  end
+
+  -- 2b. The last raygitops recreate failed (its new pods were not Ready in time) and they
+  -- still are not: never Healthy, whatever a status kept from before the suspend says.
+  if annotations[OUTCOME] == "Failed" then
+    local ready = status.readyWorkerReplicas or 0
+    local desired = status.desiredWorkerReplicas or 0
+    if ready < desired or (headReady ~= nil and not isTrue(headReady)) then
+      return result("Degraded", "The last raygitops recreate failed: the new pods are not ready ("
+        .. workers() .. "); fix the template and sync again")
+    end
   end
 
   -- 3. The operator has not reconciled the latest spec yet.

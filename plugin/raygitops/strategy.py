@@ -23,7 +23,10 @@ EMBEDDED_SPEC = {"RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}
 # render refuses them in its input.
 LOCK_ANNOTATION = "raygitops.dev/recreate"
 LAST_ANNOTATION = "raygitops.dev/last-recreate"
-HOOK_OWNED_ANNOTATIONS = (LOCK_ANNOTATION, LAST_ANNOTATION)
+# The last recreate's outcome alone, as a plain string: Argo CD's Lua health check has no
+# JSON (nor string) library to read it from LAST_ANNOTATION.
+OUTCOME_ANNOTATION = "raygitops.dev/last-recreate-outcome"
+HOOK_OWNED_ANNOTATIONS = (LOCK_ANNOTATION, LAST_ANNOTATION, OUTCOME_ANNOTATION)
 
 
 def _annotations(obj: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,9 @@ from typing import Any
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "argocd" / "health"))
+import evaluate as luahealth  # noqa: E402 - argocd/health/evaluate.py: the shipped Lua check, as Argo CD runs it
+
 from test_presync_hook import LAST, LOCK, App, _start, _token_kubeconfig, desired_hashes, raycluster, rendered
 
 pytestmark = pytest.mark.e2e
@@ -397,12 +400,18 @@ def test_an_unschedulable_recreate_fails_every_run_until_fixed(app: App):
         assert demo["outcome"] == "failed" and "ready" in demo["message"], (attempt, demo)
         if attempt == 2:
             assert demo["decision"] == "verify" and "unverified" in demo["message"], demo
-    record = json.loads(app.cluster()["metadata"]["annotations"][LAST])
-    assert record["outcome"] == "Failed"
+    live = app.cluster()
+    assert json.loads(live["metadata"]["annotations"][LAST])["outcome"] == "Failed"
+    assert live["metadata"]["annotations"]["raygitops.dev/last-recreate-outcome"] == "Failed"
+    # Argo CD's health check never calls it Healthy meanwhile (whatever status.state says)
+    app.plane.wait_for(lambda: luahealth.evaluate(app.cluster())["status"] == "Degraded", timeout=30,
+                       message="Degraded after the failed recreate")
     app.apply(objs)  # Argo CD would not get here; the live state is the same either way
     app.write(raycluster(image=NEW))  # the fixing commit
     fixed, _, plan = app.render()
     res = app.presync(plan, "--wait-ready")
     assert _by_name(_report(res))["demo"]["outcome"] == "recreated", res.stderr
     assert json.loads(app.cluster()["metadata"]["annotations"][LAST])["outcome"] == "Completed"
+    app.plane.wait_for(lambda: luahealth.evaluate(app.cluster())["status"] == "Healthy", timeout=30,
+                       message="Healthy after the fixing recreate")
     app.apply(fixed)

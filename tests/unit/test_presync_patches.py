@@ -78,7 +78,8 @@ def test_lock_suspend_unlock_patches():
     assert p == {"metadata": {"resourceVersion": "41", "annotations": {locks.LOCK_ANNOTATION: LOCK.to_annotation()}}}
     s = patches.suspend_patch(live, LOCK.at(locks.SUSPENDED, 0.0))
     assert s["spec"] == {"suspend": True} and '"phase":"suspended"' in s["metadata"]["annotations"][locks.LOCK_ANNOTATION]
-    u = patches.unlock_patch(live, "{}")
-    assert u["metadata"]["annotations"] == {locks.LOCK_ANNOTATION: None, locks.LAST_ANNOTATION: "{}"}
+    u = patches.unlock_patch(live, '{"outcome":"Failed"}')
+    assert u["metadata"]["annotations"] == {locks.LOCK_ANNOTATION: None, locks.LAST_ANNOTATION: '{"outcome":"Failed"}',
+                                            locks.OUTCOME_ANNOTATION: "Failed"}
     after = merge_apply(copy.deepcopy(live), u)
     assert after["metadata"]["annotations"]["keep"] == "me"

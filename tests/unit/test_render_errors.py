@@ -205,7 +205,8 @@ def test_templates_cannot_run_forever(tmp_path: Path) -> None:
     assert proc.stderr.strip() == f"raygitops: {root}/x.yaml.j2: templates ran longer than 1 s"
 
 
-@pytest.mark.parametrize("key", ["raygitops.dev/recreate", "raygitops.dev/last-recreate"])
+@pytest.mark.parametrize("key", ["raygitops.dev/recreate", "raygitops.dev/last-recreate",
+                                 "raygitops.dev/last-recreate-outcome"])
 def test_hook_owned_annotation_in_input(tmp_path: Path, key: str) -> None:
     """The hook's state in a manifest would be applied by every sync and read back as a
     recreate in progress: refused, naming file, document and key."""

@@ -94,7 +94,7 @@ def test_cases_cover_every_state() -> None:
     assert statuses == {"Healthy", "Progressing", "Suspended", "Degraded"}
     names = {Path(c["inputPath"]).stem for c in CASES}
     assert {"ready", "provisioning", "suspending", "suspended", "recreate-in-progress", "failed",
-            "replica-failure"} <= names
+            "replica-failure", "recreate-failed"} <= names
 
 
 @pytest.fixture(scope="session")

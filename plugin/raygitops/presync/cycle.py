@@ -6,8 +6,8 @@ and who we are, it says what to do next.  :class:`Cycle` executes steps against 
 so that a 409 (someone else wrote in between) is just another turn of the loop, and any hook
 run can finish a cycle another one started:
 
-    (no lock) ─ACQUIRE→ locked ─SUSPEND→ suspended ─DRAIN→ (0 pods) ─RESUME→ resumed
-        ─WAIT_READY→ (ready) ─UNLOCK→ (no lock, last-recreate written)
+    (no lock) ─ACQUIRE→ locked ─SUSPEND→ suspended ─DRAIN (to 0 pods, then the resume
+        write)→ resumed ─WAIT_READY (then the unlock write)→ (no lock, last-recreate written)
 
 A lock held by someone else is waited for (WAIT) while its lease is being renewed, and taken
 over (TAKEOVER) once it is not.  On failure, a signal or a deadline after the suspend the
@@ -43,9 +43,10 @@ WAIT = "wait"
 TAKEOVER = "takeover"
 SUSPEND = "suspend"
 DRAIN = "drain"
-RESUME = "resume"
 WAIT_READY = "wait-ready"
-UNLOCK = "unlock"
+
+# Steps after which self.live is the server's answer to our own write (no GET needed).
+ANSWERED_BY_OUR_WRITE = frozenset({ACQUIRE, TAKEOVER, SUSPEND, DRAIN, WAIT_READY})
 
 # Outcomes
 RECREATED = "recreated"
@@ -55,7 +56,6 @@ SKIPPED = "skipped"
 DEFERRED = "deferred"
 
 PAUSE_ENV = "RAYGITOPS_TEST_PAUSE_AT"
-PAUSE_STEPS = ("locked", "suspended", "draining", "resumed")
 MAX_CONFLICTS = 50
 MAX_SUSPEND_WRITES = 3
 POLL_SECONDS = 1.0
@@ -243,47 +243,59 @@ class Cycle:
         return RECREATED, how + ("" if self.opts.wait_ready else "; readiness not checked (--no-wait-ready)")
 
     def _run(self) -> tuple[str, str]:
+        """Read the cluster, pick the step (:func:`next_step`), run it; until a step returns
+        the outcome.  Every step is idempotent and resumable from the live state alone."""
+        steps: dict[str, Callable[[], tuple[str, str] | None]] = {
+            GONE: self._gone, ACQUIRE: self._acquire_or_finish, WAIT: self._wait_other, TAKEOVER: self._takeover,
+            SUSPEND: self._suspend, DRAIN: self._drain_and_resume, WAIT_READY: self._wait_ready_and_unlock,
+        }
         conflicts = 0
         fresh = False  # self.live is the answer to our last write: no need to GET again
         while True:
             self._check_stop()
             if not fresh:
                 self._get()
-            fresh = False
             step = next_step(self.live, self.holder, self._unchanged_for())
             try:
-                if step == GONE:
-                    if self.recreated:
-                        return RECREATED, "recreated (the RayCluster was deleted since)"
-                    return SKIPPED, "the RayCluster was deleted"
-                if step == ACQUIRE:
-                    if self.recreated:
-                        return self._done()
-                    stale = drift.meta(self.live).get("resourceVersion") != self.decision.resource_version
-                    if (self.recheck or stale) and not self._still_drifted():
-                        return IN_SYNC, "in sync (another hook recreated it)"
-                    self._acquire()
-                elif step == WAIT:
-                    self._wait_other()
-                elif step == TAKEOVER:
-                    self._takeover()
-                elif step == SUSPEND:
-                    self._suspend()
-                elif step == DRAIN:
-                    try:
-                        self._drain()
-                    except SuspendUndone:
-                        continue  # re-decide: SUSPEND again, bounded by MAX_SUSPEND_WRITES
-                    self._resume()
-                elif step == WAIT_READY:
-                    self._wait_ready()
-                    self._unlock()
-                fresh = step in (ACQUIRE, TAKEOVER, SUSPEND, DRAIN, WAIT_READY)
+                outcome = steps[step]()
+            except SuspendUndone:
+                fresh = False  # re-decide: SUSPEND again, bounded by MAX_SUSPEND_WRITES
+                continue
             except Conflict:
                 conflicts += 1
                 if conflicts > MAX_CONFLICTS:
                     raise CycleError(f"gave up after {conflicts} write conflicts") from None
                 self.log.info(self.key, step, "the RayCluster changed meanwhile (409): reading it again")
+                fresh = False
+                continue
+            if outcome is not None:
+                return outcome
+            fresh = step in ANSWERED_BY_OUR_WRITE
+
+    # ------------------------------------------------------------------ steps
+
+    def _gone(self) -> tuple[str, str]:
+        if self.recreated:
+            return RECREATED, "recreated (the RayCluster was deleted since)"
+        return SKIPPED, "the RayCluster was deleted"
+
+    def _acquire_or_finish(self) -> tuple[str, str] | None:
+        """No lock on the cluster: ours ended (done), or take it if the cluster still drifts."""
+        if self.recreated:
+            return self._done()
+        stale = drift.meta(self.live).get("resourceVersion") != self.decision.resource_version
+        if (self.recheck or stale) and not self._still_drifted():
+            return IN_SYNC, "in sync (another hook recreated it)"
+        self._acquire()
+        return None
+
+    def _drain_and_resume(self) -> None:
+        self._drain()
+        self._resume()
+
+    def _wait_ready_and_unlock(self) -> None:
+        self._wait_ready()
+        self._unlock()
 
     def _still_drifted(self) -> bool:
         pods, _ = self.kube.list_pods(self.ns, f"{drift.CLUSTER_LABEL}={self.plan.name}")
@@ -293,8 +305,6 @@ class Cycle:
             self.decision = decision
             return True
         return False
-
-    # ------------------------------------------------------------------ steps
 
     def _acquire(self) -> None:
         self._check_budget()

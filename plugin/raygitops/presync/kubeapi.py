@@ -105,6 +105,8 @@ class Credentials:
     ssl_context: ssl.SSLContext | None
     token: Any  # () -> str | None
     verify: bool = True
+    proxy: str | None = None  # kubeconfig proxy-url
+    server_name: str | None = None  # kubeconfig tls-server-name: SNI and certificate check
 
 
 def load_credentials(kubeconfig: str | None, context: str | None) -> Credentials:
@@ -127,9 +129,12 @@ def load_credentials(kubeconfig: str | None, context: str | None) -> Credentials
         ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
 
     def token() -> str | None:
+        # exec plugins and tokenFile: the loader's refresh hook runs here when it must
         return cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
 
-    return Credentials(host=cfg.host.rstrip("/"), ssl_context=ctx, token=token, verify=verify)
+    return Credentials(host=cfg.host.rstrip("/"), ssl_context=ctx, token=token, verify=verify,
+                       proxy=getattr(cfg, "proxy", None) or None,
+                       server_name=getattr(cfg, "tls_server_name", None) or None)
 
 
 class Kube:
@@ -137,10 +142,12 @@ class Kube:
 
     def __init__(self, creds: Credentials, pool_size: int = 8):
         self.creds = creds
-        self.http = urllib3.PoolManager(num_pools=4, maxsize=pool_size, block=False,
-                                        ssl_context=creds.ssl_context,
-                                        cert_reqs="CERT_REQUIRED" if creds.verify else "CERT_NONE",
-                                        retries=False)
+        pool: dict[str, Any] = dict(num_pools=4, maxsize=pool_size, block=False, ssl_context=creds.ssl_context,
+                                    cert_reqs="CERT_REQUIRED" if creds.verify else "CERT_NONE", retries=False)
+        if creds.server_name:
+            pool.update(server_hostname=creds.server_name, assert_hostname=creds.server_name)
+        self.http = (urllib3.ProxyManager(creds.proxy, **pool) if creds.proxy  # CONNECT tunnel, as kubectl
+                     else urllib3.PoolManager(**pool))
         self._count_lock = threading.Lock()
         self.deadline: float | None = None  # time.monotonic() of the run's --timeout
         self.requests = 0

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 # Defined with the other hook-owned names (render refuses them in its input).
-from raygitops.strategy import LAST_ANNOTATION, LOCK_ANNOTATION  # noqa: F401 - re-exported
+from raygitops.strategy import LAST_ANNOTATION, LOCK_ANNOTATION, OUTCOME_ANNOTATION  # noqa: F401 - re-exported
 
 LOCKED, SUSPENDED, RESUMED = "locked", "suspended", "resumed"
 # Outcomes in the last-recreate record: only COMPLETED means "seen ready"; a later run waits

@@ -15,11 +15,12 @@ manifest), groups it drops are dropped.
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from raygitops.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED, stamp_group
 from raygitops.plan import ClusterPlan
-from raygitops.presync.lock import LAST_ANNOTATION, LOCK_ANNOTATION, Lock
+from raygitops.presync.lock import LAST_ANNOTATION, LOCK_ANNOTATION, OUTCOME_ANNOTATION, Lock
 
 
 def merge_diff(old: Any, new: Any) -> Any:
@@ -110,7 +111,14 @@ def wake_patch(live: dict[str, Any], lock: Lock | None) -> dict[str, Any]:
 
 
 def unlock_patch(live: dict[str, Any], last: str | None) -> dict[str, Any]:
+    """Drop the lock; with ``last`` (a :func:`~raygitops.presync.lock.last_recreate` record)
+    also write the record and its outcome."""
     annotations: dict[str, Any] = {LOCK_ANNOTATION: None}
     if last is not None:
-        annotations[LAST_ANNOTATION] = last
+        annotations.update(record_annotations(last))
     return {"metadata": {"resourceVersion": _rv(live), "annotations": annotations}}
+
+
+def record_annotations(last: str) -> dict[str, str]:
+    """The last-recreate record and, beside it, its outcome as a plain string."""
+    return {LAST_ANNOTATION: last, OUTCOME_ANNOTATION: str(json.loads(last).get("outcome"))}

@@ -154,7 +154,7 @@ def verify(kube: Any, plan: ClusterPlan, d: drift.Decision, opts: RunOptions, de
             record = drift.last_recreate(live) or {}
             record["outcome"] = locks.COMPLETED
             patch = {"metadata": {"resourceVersion": drift.meta(live).get("resourceVersion"),
-                                  "annotations": {locks.LAST_ANNOTATION: locks.json_record(record)}}}
+                                  "annotations": patches.record_annotations(locks.json_record(record))}}
             try:
                 kube.patch_cluster(ns, d.name, patch)
             except Conflict:
