@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the e2e control plane from the Go module proxy (no Docker, no release downloads):
-#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, ray-operator, kwok
+#   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, ray-operator, kwok,
+#   and the next ray-operator (bin/ray-operator-<KUBERAY_NEXT_VERSION>)
 # into ${RAYGITOPS_E2E_CACHE:-$HOME/.cache/raygitops-e2e}/<E2E_VERSIONS_KEY>/bin.
 # Versions come from versions.env (the only place they are pinned). Idempotent: a binary
 # whose stamp file exists is not rebuilt, so a warm run takes a second.
@@ -90,6 +91,11 @@ build_kube_scheduler() { kube_build kube-scheduler; }
 build_ray_operator() {
   GOBIN=$bin go install -trimpath -ldflags "-s -w" "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION"
 }
+build_ray_operator_next() {  # go install names it ray-operator: install aside, then rename
+  GOBIN=$src/kuberay-next go install -trimpath -ldflags "-s -w" \
+    "github.com/ray-project/kuberay/ray-operator@$KUBERAY_NEXT_VERSION"
+  mv "$src/kuberay-next/ray-operator" "$bin/ray-operator-$KUBERAY_NEXT_VERSION"
+}
 build_kwok() {
   GOBIN=$bin go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 }
@@ -107,6 +113,7 @@ other_lane() {
   step etcd "$ETCD_VERSION" build_etcd
   step ray-operator "$KUBERAY_VERSION" build_ray_operator
   step kwok "$KWOK_VERSION" build_kwok
+  step "ray-operator-$KUBERAY_NEXT_VERSION" "$KUBERAY_NEXT_VERSION" build_ray_operator_next
 }
 
 start=$SECONDS

@@ -1,6 +1,9 @@
 """Fixtures for the e2e suite: a real control plane (see controlplane.py for the API).
 
 - `control_plane` (session): started once, stopped at the end (process groups, no orphans).
+- `control_plane_next` (session, started only when asked for): the same with the next KubeRay
+  (KUBERAY_NEXT_VERSION, its CRDs). A module runs its tests on it by overriding
+  `control_plane` with it (tests/e2e/test_kuberay_next.py).
 - `namespace` (function): a fresh unique namespace, deleted after the test.
 - Every test collected under tests/e2e gets `pytest.mark.e2e`.
 - Missing binaries: all e2e tests are skipped with one reason (one `-ra` line, also in the
@@ -25,7 +28,6 @@ import controlplane  # noqa: E402
 E2E_DIR = Path(__file__).resolve().parent
 REQUIRE = os.environ.get("RAYGITOPS_REQUIRE_E2E") == "1"
 
-_plane: controlplane.ControlPlane | None = None
 _unavailable: str | None = None
 try:
     # RAYGITOPS_REQUIRE_E2E=1 (CI): kwok and kube-scheduler are required too
@@ -57,8 +59,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     if report.skipped and _unavailable and isinstance(report.longrepr, tuple):
         # one location for the whole suite, so that `-ra` prints ONE line
         report.longrepr = (os.path.relpath(__file__), 1, f"Skipped: {_unavailable}")
-    if report.failed and _plane is not None and "control_plane" in getattr(item, "fixturenames", ()):
-        report.sections.append(("control plane logs", _plane.logs(tail=40)))
+    plane = getattr(item, "funcargs", {}).get("control_plane")
+    if report.failed and isinstance(plane, controlplane.ControlPlane):
+        report.sections.append(("control plane logs", plane.logs(tail=40)))
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -68,31 +71,54 @@ def _e2e_binaries() -> None:
         pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {_unavailable}", pytrace=False)
 
 
-@pytest.fixture(scope="session")
-def control_plane(_e2e_binaries) -> controlplane.ControlPlane:
-    global _plane
-    plane = controlplane.ControlPlane()
+def _plane(kuberay: str | None = None):
+    plane = controlplane.ControlPlane(kuberay=kuberay)
     try:
         plane.start()
     except Exception:
         print(plane.logs(tail=80), file=sys.stderr)
         plane.cleanup()
         raise
-    _plane = plane
     try:
         yield plane
     finally:
-        _plane = None
         plane.cleanup()
+
+
+_default: controlplane.ControlPlane | None = None  # shared with tests/reliability (its conftest reads it)
+
+
+@pytest.fixture(scope="session")
+def control_plane(_e2e_binaries) -> controlplane.ControlPlane:
+    global _default
+    for plane in _plane():
+        _default = plane
+        try:
+            yield plane
+        finally:
+            _default = None
+
+
+@pytest.fixture(scope="session")
+def control_plane_next(_e2e_binaries) -> controlplane.ControlPlane:
+    version = controlplane.load_versions()["KUBERAY_NEXT_VERSION"]
+    try:
+        controlplane.locate_binaries((controlplane.operator_binary(version, controlplane.load_versions()),))
+    except controlplane.Unavailable as exc:
+        if REQUIRE:
+            pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+    yield from _plane(version)
 
 
 @pytest.fixture(autouse=True)
 def _no_node_flap(request: pytest.FixtureRequest):
     """Fail a test during which a fake node went NotReady (it would see pods flap not Ready)."""
     yield
-    if "control_plane" in request.fixturenames and _plane is not None and _plane.has("kube-apiserver"):
-        flaps = _plane.node_flaps()
-        _plane.nodes_ready_at = _plane._node_ready_transitions()  # one failure per flap
+    plane = request.node.funcargs.get("control_plane")
+    if isinstance(plane, controlplane.ControlPlane) and plane.has("kube-apiserver"):
+        flaps = plane.node_flaps()
+        plane.nodes_ready_at = plane._node_ready_transitions()  # one failure per flap
         if flaps:
             pytest.fail(f"kwok node Ready condition flapped during the test: {', '.join(flaps)}", pytrace=False)
 

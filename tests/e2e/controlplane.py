@@ -137,9 +137,8 @@ def shared_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
-def kuberay_crd_dir(versions: dict[str, str]) -> Path:
+def kuberay_crd_dir(version: str) -> Path:
     """CRDs of the operator module (GOMODCACHE), else the shared fallback copy."""
-    version = versions["KUBERAY_VERSION"]
     gomodcache = os.environ.get("GOMODCACHE") or str(Path.home() / "go" / "pkg" / "mod")
     go = shutil.which("go") or "/usr/local/go/bin/go"
     if os.access(go, os.X_OK):
@@ -328,10 +327,19 @@ class Component:
 # ----------------------------------------------------------------------------- control plane
 
 
+def operator_binary(version: str, versions: dict[str, str]) -> str:
+    """bin/ray-operator is KUBERAY_VERSION; any other version is bin/ray-operator-<version>."""
+    return "ray-operator" if version == versions["KUBERAY_VERSION"] else f"ray-operator-{version}"
+
+
 class ControlPlane:
-    def __init__(self, bin_dir: Path | None = None, workdir: Path | None = None):
+    def __init__(self, bin_dir: Path | None = None, workdir: Path | None = None, kuberay: str | None = None):
+        """``kuberay``: the operator version to run (KUBERAY_VERSION by default, or
+        KUBERAY_NEXT_VERSION); the CRDs installed are that version's."""
         self.versions = load_versions()
-        self.bin_dir = bin_dir or locate_binaries()
+        self.kuberay = kuberay or self.versions["KUBERAY_VERSION"]
+        self.operator_binary = operator_binary(self.kuberay, self.versions)
+        self.bin_dir = bin_dir or locate_binaries((*REQUIRED, self.operator_binary))
         self._own_workdir = workdir is None
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="raygitops-e2e-"))
         self.log_dir = self.workdir / "logs"
@@ -407,11 +415,12 @@ class ControlPlane:
         c = self.components.get(component)
         return bool(c and c.running)
 
-    def _run(self, name: str, args: list[str], env: dict[str, str] | None = None) -> Component:
+    def _run(self, name: str, args: list[str], env: dict[str, str] | None = None,
+             binary: str | None = None) -> Component:
         comp = self.components.get(name)
         if comp is None:
             comp = self.components[name] = Component(name, [], self.log_dir, env)
-        comp.argv, comp.env = [str(self.bin_dir / name), *args], env  # a restart may change ports
+        comp.argv, comp.env = [str(self.bin_dir / (binary or name)), *args], env  # a restart may change ports
         comp.start()
         return comp
 
@@ -496,7 +505,7 @@ class ControlPlane:
         os.chmod(self.kubeconfig, 0o600)
 
     def _install_crds(self) -> None:
-        crd_dir = kuberay_crd_dir(self.versions)
+        crd_dir = kuberay_crd_dir(self.kuberay)
         self.crd_source = crd_dir
         # `create`, not client-side `apply`: the CRDs exceed the last-applied annotation limit
         created = self.kubectl("create", "-f", str(crd_dir), "-o", "name", timeout=120).stdout.split()
@@ -555,7 +564,7 @@ class ControlPlane:
         op = self._run("ray-operator", [
             f"-kubeconfig={self.kubeconfig}", "-enable-leader-election=false",
             "-metrics-addr=0", "-health-probe-bind-address=0", "-log-stdout-encoder=console",
-        ], env={k: v for k, v in self.env.items() if k != "ENABLE_WEBHOOKS"})
+        ], env={k: v for k, v in self.env.items() if k != "ENABLE_WEBHOOKS"}, binary=self.operator_binary)
         # The manager logs "Starting workers" per controller once its caches have synced.
         wait_for(lambda: op.check_alive() or "Starting workers" in op.output(), timeout=60,
                  message="ray-operator controllers started")

@@ -51,7 +51,7 @@ def _e2e_plane(config: pytest.Config) -> controlplane.ControlPlane | None:
     for plugin in config.pluginmanager.get_plugins():
         path = getattr(plugin, "__file__", None)
         if path and Path(path).resolve() == E2E_DIR / "conftest.py":
-            plane = getattr(plugin, "_plane", None)
+            plane = getattr(plugin, "_default", None)
             if plane is not None and plane.has("kube-apiserver"):
                 return plane
     return None
