@@ -20,6 +20,7 @@ from raygitops.hashing import (
     stamp_group,
 )
 from raygitops.hookresources import hook_resources
+from raygitops.k8snames import object_problem
 from raygitops.plan import ClusterPlan, HookSettings, Plan
 from raygitops.settings import Settings
 from raygitops.yamlio import Document
@@ -92,7 +93,18 @@ def _check_object(doc: Document) -> tuple[str, str, str]:
     namespace = meta.get("namespace")
     if namespace is not None and not isinstance(namespace, str):
         raise RaygitopsError("metadata.namespace is not a string", doc.path, doc.line)
-    return api.split("/")[0] if "/" in api else "", kind, name
+    return api_group(api), kind, name
+
+
+def api_group(api_version: str) -> str:
+    return api_version.split("/")[0] if "/" in api_version else ""
+
+
+def _check_accepted(group: str, kind: str, obj: dict[str, Any]) -> None:
+    """Refuse what the API server would refuse (checked after render added its annotations)."""
+    problem = object_problem(group, kind, obj)
+    if problem:
+        raise RaygitopsError(problem)
 
 
 def _render_cluster(doc: Document, namespace: str, settings: Settings) -> RenderedCluster:
@@ -151,6 +163,7 @@ def render_documents(
                 result.clusters.append(_render_cluster(doc, namespace, settings))
             elif group == "ray.io" and kind in strategy.EMBEDDED_SPEC:
                 strategy.check_embedded_opt_in(obj)
+            _check_accepted(group, kind, obj)
         except RaygitopsError as err:
             raise err.located(doc.path, doc.line) from None
         result.objects.append(obj)
@@ -171,5 +184,7 @@ def render_documents(
             app=app,
         )
         result.plans.append(plan)
-        result.objects.extend(hook_resources(plan, settings))
+        for hook_object in hook_resources(plan, settings):
+            _check_accepted(api_group(hook_object["apiVersion"]), hook_object["kind"], hook_object)
+            result.objects.append(hook_object)
     return result

@@ -1,0 +1,171 @@
+"""Render refuses what the API server (or KubeRay) would refuse, each value through each source.
+
+Every invalid value: one ``raygitops: <where>: ...`` line naming its source (file:line, flag,
+Argo CD parameter, environment variable), exit 1, empty stdout, nothing written under --out.
+Valid edge cases still render.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from raygitops import k8snames
+from raygitops.cli import main
+from test_render import RECREATE, cluster
+
+CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n{meta}"
+LONG63 = "a" * 63
+
+
+def configmap(name: str = "cm", meta: str = "") -> str:
+    return CONFIGMAP.format(name=name, meta=meta)
+
+
+def invoke(args: list[str], env: dict[str, str] | None = None):
+    return CliRunner().invoke(main, args, env={"ARGOCD_APP_PARAMETERS": None, "ARGOCD_APP_NAMESPACE": None,
+                                               **(env or {})})
+
+
+def assert_refused(result, where: str, message: str, out: Path | None = None) -> None:
+    assert result.exit_code == 1, (result.exit_code, result.stdout, result.stderr)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"raygitops: {where}: "), lines[0]
+    assert re.search(message, lines[0]), lines[0]
+    assert "Traceback" not in result.stderr
+    if out is not None:
+        assert not out.exists() or not any(out.iterdir()), sorted(out.rglob("*"))
+
+
+def app(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "app"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+# ----------------------------------------------------------------------------- objects (file:line)
+
+# (document text, the line the error names, message)
+INVALID_OBJECTS = [
+    pytest.param(configmap("Bad_Name"), 1, r"ConfigMap metadata.name 'Bad_Name' is not a DNS-1123 subdomain",
+                 id="name-upper-underscore"),
+    pytest.param(configmap("a" * 254), 1, "254 characters long: a DNS-1123 subdomain has at most 253",
+                 id="name-too-long"),
+    pytest.param(configmap("a..b"), 1, "not a DNS-1123 subdomain", id="name-empty-part"),
+    pytest.param(configmap("'-a'"), 1, "not a DNS-1123 subdomain", id="name-leading-dash"),
+    pytest.param(configmap("x", "  namespace: Not_A_Valid_NS\n"), 1,
+                 "metadata.namespace 'Not_A_Valid_NS' is not a DNS-1123 label", id="namespace-invalid"),
+    pytest.param(configmap("x", "  namespace: a.b\n"), 1, "is not a DNS-1123 label", id="namespace-dotted"),
+    pytest.param(configmap("x", f"  namespace: {'n' * 64}\n"), 1, "64 characters long: a DNS-1123 label",
+                 id="namespace-64"),
+    pytest.param(configmap("x", '  namespace: "evil\\nkind: Secret"\n'), 1,
+                 r"'evil\\\\x0akind: Secret' is not a DNS-1123 label", id="namespace-newline"),
+    pytest.param("apiVersion: v1\nkind: Namespace\nmetadata: {name: a.b}\n", 1, "Namespace .* DNS-1123 label",
+                 id="namespace-object-dotted"),
+    pytest.param("apiVersion: v1\nkind: Service\nmetadata: {name: 1svc}\n", 1, "Service .* DNS-1035 label",
+                 id="service-leading-digit"),
+    pytest.param(cluster("c" * 54), 1, "RayCluster .* 54 characters long: a DNS-1035 label has at most 53",
+                 id="raycluster-54"),
+    pytest.param(cluster("1c"), 1, "RayCluster metadata.name '1c' is not a DNS-1035 label", id="raycluster-digit"),
+    pytest.param(cluster("c.d"), 1, "is not a DNS-1035 label", id="raycluster-dotted"),
+    pytest.param("apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: " + "j" * 48 + "}\n", 1,
+                 "RayJob .* at most 47", id="rayjob-48"),
+    pytest.param("apiVersion: batch/v1\nkind: Job\nmetadata: {name: " + "j" * 64 + "}\n", 1,
+                 "Job .* at most 63", id="job-64"),
+    pytest.param("apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: 'a/b'}\n", 1,
+                 "may not contain '/'", id="role-slash"),
+    pytest.param(configmap("x", "  labels: {'a/b/c': x}\n"), 1, "labels key 'a/b/c' has more than one '/'",
+                 id="label-key-two-slashes"),
+    pytest.param(configmap("x", "  labels: {'Example.com/x': y}\n"), 1, "has a prefix that is not a DNS-1123",
+                 id="label-key-upper-prefix"),
+    pytest.param(configmap("x", f"  labels: {{'{'k' * 64}': y}}\n"), 1, "qualified name has at most 63",
+                 id="label-key-64"),
+    pytest.param(configmap("x", "  labels: {app: 'a b'}\n"), 1, r"labels\['app'\] value 'a b' is not a label value",
+                 id="label-value-space"),
+    pytest.param(configmap("x", f"  labels: {{app: {'v' * 64}}}\n"), 1, "label value has at most 63",
+                 id="label-value-64"),
+    pytest.param(configmap("x", "  labels: {app: -x}\n"), 1, "not a label value", id="label-value-leading-dash"),
+    pytest.param(configmap("x", "  labels: {replicas: 3}\n"), 1, r"is int 3, not a string \(quote it\)",
+                 id="label-value-int"),
+    pytest.param(configmap("x", "  annotations: {enabled: true}\n"), 1, r"is bool True, not a string",
+                 id="annotation-value-bool"),
+    pytest.param(configmap("x", "  annotations: {'bad key': v}\n"), 1, "annotations key 'bad key' is not a qualified",
+                 id="annotation-key-space"),
+    pytest.param(configmap("x", f"  annotations: {{big: {'x' * (256 * 1024)}}}\n"), 1,
+                 "annotations total 262147 bytes: the API server allows at most 262144", id="annotations-256k"),
+    pytest.param(cluster("c").replace("    template:\n      spec:\n        containers: [{name: head",
+                                      "    template:\n      metadata: {labels: {'bad label': x}}\n      spec:\n"
+                                      "        containers: [{name: head", 1), 1,
+                 r"spec.headGroupSpec.template.metadata.labels key 'bad label'", id="raycluster-pod-label"),
+    pytest.param("apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: Cm-}\n", 1,
+                 "metadata.generateName 'Cm-' is not a DNS-1123 subdomain", id="generate-name-upper"),
+]
+
+
+@pytest.mark.parametrize("text,line,message", INVALID_OBJECTS)
+def test_invalid_object_is_refused_at_its_file_and_line(tmp_path: Path, text: str, line: int, message: str) -> None:
+    root = app(tmp_path, {"a.yaml": configmap("first") + "---\n" + text})
+    out = tmp_path / "out"
+    first_lines = configmap("first").count("\n") + 1
+    assert_refused(invoke(["render", str(root), "--out", str(out)]), f"{root}/a.yaml:{first_lines + line}",
+                   message, out)
+
+
+VALID_OBJECTS = [
+    pytest.param(configmap(LONG63), id="name-63"),
+    pytest.param(configmap(".".join(["a" * 63] * 3) + "." + "b" * 61), id="subdomain-253"),
+    pytest.param(configmap("my.dotted.name"), id="dotted-subdomain"),
+    pytest.param(configmap("0cm"), id="subdomain-leading-digit"),
+    pytest.param(configmap("x", f"  namespace: {'n' * 63}\n"), id="namespace-63"),
+    pytest.param(cluster("c" * 53), id="raycluster-53"),
+    pytest.param(configmap("x", "  labels: {app.kubernetes.io/name: a-b_c.d, empty: '', 'x.io/Key_1': V}\n"),
+                 id="label-values-dash-underscore-dot"),
+    pytest.param(configmap("x", "  annotations: {Example.COM/UPPER: anything goes here}\n"),
+                 id="annotation-key-upper-prefix"),
+    pytest.param("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: 'system:x'}\n",
+                 id="rbac-colon"),
+    pytest.param("apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: cm-}\n", id="generate-name-dash"),
+]
+
+
+@pytest.mark.parametrize("text", VALID_OBJECTS)
+def test_valid_edge_cases_render(tmp_path: Path, text: str) -> None:
+    root = app(tmp_path, {"a.yaml": text})
+    result = invoke(["render", str(root)])
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+
+
+def test_hook_objects_are_checked_too(tmp_path: Path) -> None:
+    root = app(tmp_path, {"c.yaml": cluster("c", RECREATE)})
+    result = invoke(["render", str(root), "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    items = json.loads(result.stdout)["items"]
+    assert [o["kind"] for o in items][-1] == "Job"
+    for obj in items:
+        group = obj["apiVersion"].split("/")[0] if "/" in obj["apiVersion"] else ""
+        assert k8snames.object_problem(group, obj["kind"], obj) is None
+
+
+@pytest.mark.parametrize("image,valid", [
+    ("rayproject/ray:2.41.0", True),
+    ("localhost:5000/raygitops", True),
+    ("registry.example.com:443/team/raygitops:0.1.0@sha256:" + "a" * 64, True),
+    ("[::1]:5000/x", True),
+    ("ghcr.io/Org/x", False),
+    ("x:", False),
+    ("x y", False),
+    ("", False),
+    ("x:" + "t" * 129, False),
+    ("a/" * 128 + "b", False),
+])
+def test_image_reference_grammar(image: str, valid: bool) -> None:
+    assert (k8snames.image_reference(image) is None) is valid
