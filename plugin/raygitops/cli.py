@@ -93,9 +93,11 @@ def main() -> None:
 @click.option("--hook-image", default=None, help="Image of the PreSync hook Job.")
 @click.option("--keep-upgrade-strategy/--move-upgrade-strategy", default=None,
               help="Keep spec.upgradeStrategy (KubeRay >= 1.6) instead of moving it to the annotation.")
-@click.option("--drain-grace", "drain_grace_seconds", type=click.IntRange(min=1), default=None)
-@click.option("--timeout", "timeout_seconds", type=click.IntRange(min=1), default=None)
-@click.option("--max-parallel", type=click.IntRange(min=1), default=None)
+# Numbers arrive as text and are checked with every other source's values (raygitops.settings),
+# so a bad one is the product's one-line error naming the flag, not a usage error.
+@click.option("--drain-grace", "drain_grace_seconds", default=None, metavar="SECONDS")
+@click.option("--timeout", "timeout_seconds", default=None, metavar="SECONDS")
+@click.option("--max-parallel", default=None, metavar="N")
 @click.option("--wait-ready/--no-wait-ready", default=None)
 @click.option("--flux", "hook_name_suffix", is_flag=True, default=None,
               help="Name the hook Job after the plan hash (Flux applies Jobs as plain objects).")

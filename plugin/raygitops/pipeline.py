@@ -44,7 +44,7 @@ def resolve_settings(
             raise RaygitopsError("config file not found", str(config_path))
         load_config(settings, config_path, str(config_path))
     apply_parameters(settings, argocd_parameters(env))
-    apply_overrides(settings, **overrides)
+    apply_overrides(settings, overrides)
     return settings
 
 

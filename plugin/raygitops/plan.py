@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raygitops import __version__
+from raygitops import __version__, convert
 from raygitops.errors import RaygitopsError
 from raygitops.hashing import SCHEME, GroupHashes, PodShapingSpec
 
@@ -74,12 +74,19 @@ class HookSettings:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "HookSettings":
-        return cls(
-            drain_grace_seconds=int(data.get("drainGraceSeconds", 60)),
-            timeout_seconds=int(data.get("timeoutSeconds", 900)),
-            max_parallel=int(data.get("maxParallel", 4)),
-            wait_ready=bool(data.get("waitReady", True)),
-        )
+        """The bounds render enforces (raygitops.convert) hold for a plan read back too."""
+        fields = {"drainGraceSeconds": ("drain_grace_seconds", convert.integer_in(*convert.DRAIN_GRACE_SECONDS)),
+                  "timeoutSeconds": ("timeout_seconds", convert.integer_in(*convert.TIMEOUT_SECONDS)),
+                  "maxParallel": ("max_parallel", convert.integer_in(*convert.MAX_PARALLEL)),
+                  "waitReady": ("wait_ready", convert.boolean)}
+        values = {}
+        for key, (attr, check) in fields.items():
+            if key in data:
+                try:
+                    values[attr] = check(data[key])
+                except ValueError as err:
+                    raise ValueError(f"settings.{key}: {err}") from None
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -121,7 +128,7 @@ class Plan:
             )
         try:
             return cls(
-                namespace=data["namespace"],
+                namespace=convert.namespace(data["namespace"]),
                 clusters=[ClusterPlan.from_json(c) for c in data.get("clusters") or []],
                 settings=HookSettings.from_json(data.get("settings") or {}),
                 app=data.get("app"),

@@ -6,7 +6,6 @@ wrong types are errors naming the file and line.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -15,7 +14,7 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from raygitops import __version__
+from raygitops import __version__, convert
 from raygitops.errors import RaygitopsError
 from raygitops.yamlio import decode, library_error
 
@@ -42,62 +41,41 @@ class Settings:
     hook_name_suffix: bool = False
 
 
-def _positive_int(value: Any) -> int:
-    if isinstance(value, bool):
-        raise ValueError("expected a positive integer")
-    number = int(value)
-    if number <= 0:
-        raise ValueError("expected a positive integer")
-    return number
-
-
-def _boolean(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.lower() in ("true", "false", "yes", "no", "1", "0"):
-        return value.lower() in ("true", "yes", "1")
-    raise ValueError("expected true or false")
-
-
-def _string(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise ValueError("expected a non-empty string")
-    return value
-
-
-def _string_list(value: Any) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise ValueError("expected a list of strings")
-    return list(value)
-
-
-# config-file key -> (Settings field, converter); "hook" keys are nested under `hook:`.
-_TOP_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "values": ("values_files", _string_list),
-    "namespace": ("namespace", _string),
-    "exclude": ("exclude", _string_list),
-    "keepUpgradeStrategy": ("keep_upgrade_strategy", _boolean),
+# Settings field -> its converter (raygitops.convert): every source goes through the same one,
+# so a value is refused alike from raygitops.yaml, an Argo CD parameter or a flag.
+CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "values_files": convert.string_list,
+    "namespace": convert.namespace,
+    "exclude": convert.string_list,
+    "keep_upgrade_strategy": convert.boolean,
+    "hook_image": convert.image,
+    "drain_grace_seconds": convert.integer_in(*convert.DRAIN_GRACE_SECONDS),
+    "timeout_seconds": convert.integer_in(*convert.TIMEOUT_SECONDS),
+    "max_parallel": convert.integer_in(*convert.MAX_PARALLEL),
+    "wait_ready": convert.boolean,
+    "hook_name_suffix": convert.boolean,
 }
-_HOOK_KEYS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "image": ("hook_image", _string),
-    "drainGraceSeconds": ("drain_grace_seconds", _positive_int),
-    "timeoutSeconds": ("timeout_seconds", _positive_int),
-    "maxParallel": ("max_parallel", _positive_int),
-    "waitReady": ("wait_ready", _boolean),
-    "jobNameWithPlanHash": ("hook_name_suffix", _boolean),
-}
-# Argo CD parameter name -> (Settings field, converter); `values-files` and `values` handled apart.
-PARAMETERS: dict[str, tuple[str, Callable[[Any], Any]]] = {
-    "namespace": ("namespace", _string),
-    "keep-upgrade-strategy": ("keep_upgrade_strategy", _boolean),
-    "hook-image": ("hook_image", _string),
-    "drain-grace-seconds": ("drain_grace_seconds", _positive_int),
-    "timeout-seconds": ("timeout_seconds", _positive_int),
-    "max-parallel": ("max_parallel", _positive_int),
-    "wait-ready": ("wait_ready", _boolean),
-}
+# config-file key -> Settings field; "hook" keys are nested under `hook:`.
+_TOP_KEYS = {"values": "values_files", "namespace": "namespace", "exclude": "exclude",
+             "keepUpgradeStrategy": "keep_upgrade_strategy"}
+_HOOK_KEYS = {"image": "hook_image", "drainGraceSeconds": "drain_grace_seconds", "timeoutSeconds": "timeout_seconds",
+              "maxParallel": "max_parallel", "waitReady": "wait_ready", "jobNameWithPlanHash": "hook_name_suffix"}
+# Argo CD parameter name -> Settings field; `values-files` and `values` handled apart.
+PARAMETERS = {"namespace": "namespace", "keep-upgrade-strategy": "keep_upgrade_strategy", "hook-image": "hook_image",
+              "drain-grace-seconds": "drain_grace_seconds", "timeout-seconds": "timeout_seconds",
+              "max-parallel": "max_parallel", "wait-ready": "wait_ready"}
+# Settings field -> the `raygitops render` flag that sets it (named in errors).
+FLAGS = {"namespace": "--namespace", "hook_image": "--hook-image", "drain_grace_seconds": "--drain-grace",
+         "timeout_seconds": "--timeout", "max_parallel": "--max-parallel", "wait_ready": "--wait-ready",
+         "keep_upgrade_strategy": "--keep-upgrade-strategy", "hook_name_suffix": "--flux"}
+
+
+def _set(settings: Settings, attr: str, value: Any, where: Callable[[str], RaygitopsError]) -> None:
+    """Convert ``value`` for ``attr`` and set it; ``where(reason)`` locates a refusal."""
+    try:
+        setattr(settings, attr, CONVERTERS[attr](value))
+    except (ValueError, TypeError) as err:
+        raise where(str(err)) from None
 
 
 def find_config(app_dir: Path) -> Path | None:
@@ -111,7 +89,7 @@ def find_config(app_dir: Path) -> Path | None:
 def _apply_mapping(
     settings: Settings,
     node: yaml.MappingNode,
-    keys: Mapping[str, tuple[str, Callable[[Any], Any]]],
+    keys: Mapping[str, str],
     path: str,
     prefix: str,
 ) -> None:
@@ -126,16 +104,12 @@ def _apply_mapping(
         if key not in keys:
             known = ", ".join(sorted([*keys, *(["hook"] if prefix == "" else [])]))
             raise RaygitopsError(f"unknown setting '{prefix}{key}' (known: {known})", path, line)
-        attr, convert = keys[key]
         try:
             value = yaml.load(yaml.serialize(value_node), Loader=yaml.SafeLoader)
         except (yaml.YAMLError, ValueError, OverflowError) as err:  # !!python/..., 2001-13-45
             problem = getattr(err, "problem", None) or f"invalid value: {str(err).split(';')[0]}"
             raise RaygitopsError(f"{prefix}{key}: {problem}", path, line) from None
-        try:
-            setattr(settings, attr, convert(value))
-        except (ValueError, TypeError) as err:
-            raise RaygitopsError(f"{prefix}{key}: {err}", path, line) from None
+        _set(settings, keys[key], value, lambda reason: RaygitopsError(f"{prefix}{key}: {reason}", path, line))
 
 
 def load_config(settings: Settings, config: Path, display: str) -> None:
@@ -188,7 +162,7 @@ def apply_parameters(settings: Settings, params: list[dict[str, Any]]) -> None:
             raise RaygitopsError(f"{where}: the name is not a string")
         if name == "values-files":
             try:
-                files = _string_list(param.get("array") or param.get("string") or [])
+                files = convert.string_list(param.get("array") or param.get("string") or [])
             except ValueError as err:
                 raise RaygitopsError(f"{where}: {err}") from None
             settings.values_files = settings.values_files + files
@@ -198,28 +172,24 @@ def apply_parameters(settings: Settings, params: list[dict[str, Any]]) -> None:
                 raise RaygitopsError(f"{where}: expected a map")
             settings.value_overrides.update({str(k): str(v) for k, v in mapping.items()})
         elif name in PARAMETERS:
-            attr, convert = PARAMETERS[name]
-            try:
-                setattr(settings, attr, convert(param.get("string")))
-            except (ValueError, TypeError) as err:
-                raise RaygitopsError(f"{where}: {err}") from None
+            _set(settings, PARAMETERS[name], param.get("string"), lambda reason: RaygitopsError(f"{where}: {reason}"))
         else:
             raise RaygitopsError(f"{where}: unknown parameter (known: values-files, values, "
                                  + ", ".join(sorted(PARAMETERS)) + ")")
 
 
-def apply_overrides(settings: Settings, **overrides: Any) -> None:
-    """CLI flags; None means "not given"."""
-    names = {f.name for f in dataclasses.fields(Settings)}
+def apply_overrides(settings: Settings, overrides: Mapping[str, Any]) -> None:
+    """Command-line flags (None means "not given")."""
     for name, value in overrides.items():
-        if name not in names:
+        if name not in CONVERTERS:
             raise TypeError(name)
         if value is None:
             continue
         if name == "values_files":
             settings.values_files = settings.values_files + list(value)
         else:
-            setattr(settings, name, value)
+            flag = FLAGS.get(name, name)
+            _set(settings, name, value, lambda reason: RaygitopsError(f"{flag}: {reason}"))
 
 
 def default_namespace(settings: Settings, env: Mapping[str, str] = os.environ) -> str:

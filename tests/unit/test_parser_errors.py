@@ -128,3 +128,24 @@ def test_plan_that_loads_is_not_refused(tmp_path: Path) -> None:
     from raygitops.plan import load_plan
 
     assert load_plan(str(tmp_path / "plan.json")).namespace == plan.namespace
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"settings": {"maxParallel": 0}}, "settings.maxParallel: expected an integer from 1 to 100, got 0"),
+    ({"settings": {"drainGraceSeconds": 3601}}, "settings.drainGraceSeconds: expected an integer from 0 to 3600"),
+    ({"settings": {"timeoutSeconds": "9e9"}}, "settings.timeoutSeconds: expected an integer from 1 to 86400"),
+    ({"settings": {"waitReady": "maybe"}}, "settings.waitReady: expected true or false"),
+    ({"namespace": "Not_A_Valid_NS"}, "namespace 'Not_A_Valid_NS' is not a DNS-1123 label"),
+])
+def test_plan_with_values_render_refuses_is_refused_by_the_hook(tmp_path: Path, change: dict, message: str) -> None:
+    """The hook checks the plan it reads with render's own rules (a hand-edited ConfigMap)."""
+    from raygitops.pipeline import render_app
+
+    root = write(tmp_path / "app", {"c.yaml": cluster(meta=RECREATE)})
+    plan = render_app(str(root), env={}).plans[0].to_json()
+    for key, value in change.items():
+        plan[key] = {**plan[key], **value} if isinstance(value, dict) else value
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+    result = invoke(["presync", "--plan", str(tmp_path / "plan.json"), "--dry-run"])
+    assert_contract(result, "plan.json")
+    assert message in result.stderr, result.stderr

@@ -85,6 +85,20 @@ def test_error_at_head_names_head(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert "groupName" in result.stderr
 
 
+@pytest.mark.parametrize("config,message", [
+    ("namespace: Not_A_Valid_NS\n", "namespace 'Not_A_Valid_NS' is not a DNS-1123 label"),
+    ("hook:\n  maxParallel: 0\n", "hook.maxParallel: expected an integer from 1 to 100, got 0"),
+])
+def test_invalid_settings_at_head_are_refused_like_render(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           config: str, message: str) -> None:
+    app(tmp_path, "b", {"cluster.yaml": cluster()})
+    app(tmp_path, "h", {"cluster.yaml": cluster(), "raygitops.yaml": "# settings\n" + config})
+    result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app", "--exit-code")
+    assert (result.exit_code, result.stdout) == (1, "")
+    assert result.stderr.startswith(f"raygitops: head: h/app/raygitops.yaml:{config.count(chr(10)) + 1}: ")
+    assert message in result.stderr and len(result.stderr.splitlines()) == 1, result.stderr
+
+
 def test_unknown_side(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     app(tmp_path, "h", {"cluster.yaml": cluster()})
     result = invoke(tmp_path, monkeypatch, "--base", "no-such", "--head", "h", "app")

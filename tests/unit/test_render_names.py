@@ -169,3 +169,100 @@ def test_hook_objects_are_checked_too(tmp_path: Path) -> None:
 ])
 def test_image_reference_grammar(image: str, valid: bool) -> None:
     assert (k8snames.image_reference(image) is None) is valid
+
+
+# ----------------------------------------------------------------------------- settings, per source
+
+# (raygitops.yaml key path, Argo CD parameter, flag): the three ways to set one setting
+SETTING_SOURCES = {
+    "namespace": (("namespace",), "namespace", "--namespace"),
+    "hook_image": (("hook", "image"), "hook-image", "--hook-image"),
+    "drain_grace_seconds": (("hook", "drainGraceSeconds"), "drain-grace-seconds", "--drain-grace"),
+    "timeout_seconds": (("hook", "timeoutSeconds"), "timeout-seconds", "--timeout"),
+    "max_parallel": (("hook", "maxParallel"), "max-parallel", "--max-parallel"),
+    "wait_ready": (("hook", "waitReady"), "wait-ready", None),  # the flag is --wait-ready/--no-wait-ready
+}
+INVALID_SETTINGS = [  # (setting, value as a file would hold it, message)
+    ("namespace", "evil\nkind: Secret", r"namespace 'evil\\\\x0akind: Secret' is not a DNS-1123 label"),
+    ("namespace", "Not_A_Valid_NS", "namespace 'Not_A_Valid_NS' is not a DNS-1123 label"),
+    ("namespace", "bad ns", "namespace 'bad ns' is not a DNS-1123 label"),
+    ("namespace", "n" * 64, "64 characters long: a DNS-1123 label has at most 63"),
+    ("hook_image", "x y", "image 'x y'"),
+    ("hook_image", "ghcr.io/Org/x", "image 'ghcr.io/Org/x'"),
+    ("hook_image", "x:", "image 'x:'"),
+    ("drain_grace_seconds", -1, "expected an integer from 0 to 3600"),
+    ("drain_grace_seconds", 3601, "expected an integer from 0 to 3600, got 3601"),
+    ("drain_grace_seconds", "1.5", "expected an integer from 0 to 3600"),
+    ("timeout_seconds", 0, "expected an integer from 1 to 86400, got 0"),
+    ("timeout_seconds", 86401, "expected an integer from 1 to 86400, got 86401"),
+    ("max_parallel", 0, "expected an integer from 1 to 100, got 0"),
+    ("max_parallel", 101, "expected an integer from 1 to 100, got 101"),
+    ("max_parallel", "four", "expected an integer from 1 to 100, got 'four'"),
+    ("wait_ready", "maybe", "expected true or false, got 'maybe'"),
+]
+VALID_SETTINGS = [  # edge values every source accepts
+    ("namespace", "n" * 63), ("namespace", "a-b-0"),
+    ("hook_image", "registry.example.com:443/team/raygitops:0.1.0@sha256:" + "a" * 64),
+    ("hook_image", "localhost:5000/raygitops"),
+    ("drain_grace_seconds", 0), ("drain_grace_seconds", 3600), ("timeout_seconds", 1), ("timeout_seconds", 86400),
+    ("max_parallel", 1), ("max_parallel", 100), ("wait_ready", False),
+]
+
+
+def _nested(path: tuple[str, ...], value) -> dict:
+    return {path[0]: value} if len(path) == 1 else {path[0]: _nested(path[1:], value)}
+
+
+def _through(source: str, setting: str, value, tmp_path: Path, out: Path) -> tuple[object, str]:
+    """Render an app with ``setting`` = ``value`` given by ``source``; (result, where it names)."""
+    import yaml
+
+    key_path, parameter, flag = SETTING_SOURCES[setting]
+    files = {"c.yaml": cluster("c", RECREATE)}  # opted in: the hook objects are rendered
+    args, env = ["render", "--out", str(out)], {}
+    if source == "file":
+        files["raygitops.yaml"] = "# settings\n" + yaml.safe_dump(_nested(key_path, value))
+        where = f"{tmp_path / 'app' / 'raygitops.yaml'}:{1 + len(key_path)}"
+    elif source == "argocd":
+        env["ARGOCD_APP_PARAMETERS"] = json.dumps([{"name": parameter, "string": str(value)}])
+        where = f"ARGOCD_APP_PARAMETERS: parameter '{parameter}'"
+    else:
+        args += [flag, str(value)]
+        where = flag
+    root = app(tmp_path, files)
+    return invoke([*args, str(root)], env), where
+
+
+def _per_source(cases: list[tuple]) -> list:
+    """Each case through each source that can carry it (a boolean flag is a plain switch)."""
+    return [pytest.param(source, *case, id=f"{source}-{case[0]}-{str(case[1])[:20]}")
+            for case in cases for source in ("file", "argocd", "flag")
+            if source != "flag" or SETTING_SOURCES[case[0]][2] is not None]
+
+
+@pytest.mark.parametrize("source,setting,value,message", _per_source(INVALID_SETTINGS))
+def test_invalid_setting_is_refused_naming_its_source(tmp_path: Path, source: str, setting: str, value,
+                                                      message: str) -> None:
+    out = tmp_path / "out"
+    result, where = _through(source, setting, value, tmp_path, out)
+    assert_refused(result, where, message, out)
+
+
+@pytest.mark.parametrize("source,setting,value", _per_source(VALID_SETTINGS))
+def test_valid_setting_edges_render_from_every_source(tmp_path: Path, source: str, setting: str, value) -> None:
+    import yaml
+
+    out = tmp_path / "out"
+    result, _ = _through(source, setting, value, tmp_path, out)
+    assert result.exit_code == 0, result.stderr
+    job = next(doc for p in out.rglob("*.yaml") for doc in [yaml.safe_load(p.read_text())] if doc["kind"] == "Job")
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    shown = {"namespace": job["metadata"]["namespace"], "hook_image": container["image"],
+             "drain_grace_seconds": _arg(container, "--drain-grace"), "timeout_seconds": _arg(container, "--timeout"),
+             "max_parallel": _arg(container, "--max-parallel"),
+             "wait_ready": "--wait-ready" in container["args"]}[setting]
+    assert shown == (value if isinstance(value, (str, bool)) else str(value))
+
+
+def _arg(container: dict, flag: str) -> str:
+    return container["args"][container["args"].index(flag) + 1]

@@ -14,6 +14,7 @@ import threading
 
 import click
 
+from raygitops import convert
 from raygitops.cli import guarded
 from raygitops.errors import RaygitopsError
 from raygitops.plan import load_plan
@@ -26,10 +27,10 @@ from raygitops.plan import load_plan
               "else $KUBECONFIG / ~/.kube/config).")
 @click.option("--context", default=None, help="Kubeconfig context.")
 @click.option("--dry-run", is_flag=True, help="Report what would happen; change nothing.")
-@click.option("--timeout", type=click.IntRange(min=1), default=None, help="Seconds for the whole run [plan].")
-@click.option("--drain-grace", type=click.IntRange(min=0), default=None,
+@click.option("--timeout", type=click.IntRange(*convert.TIMEOUT_SECONDS), default=None, help="Seconds for the whole run [plan].")
+@click.option("--drain-grace", type=click.IntRange(*convert.DRAIN_GRACE_SECONDS), default=None,
               help="Seconds to wait for the operator to delete the pods before deleting them directly [plan].")
-@click.option("--max-parallel", type=click.IntRange(min=1), default=None, help="Clusters recreated at once [plan].")
+@click.option("--max-parallel", type=click.IntRange(*convert.MAX_PARALLEL), default=None, help="Clusters recreated at once [plan].")
 @click.option("--wait-ready/--no-wait-ready", default=None, help="Wait until the new pods are ready [plan].")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--lease-seconds", type=click.IntRange(min=1), default=60, show_default=True,
