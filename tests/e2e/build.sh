@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the e2e control plane from the Go module proxy (no Docker, no release downloads):
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, ray-operator, kwok,
-#   and the next ray-operator (bin/ray-operator-<KUBERAY_NEXT_VERSION>)
+#   the next ray-operator (bin/ray-operator-<KUBERAY_NEXT_VERSION>), Argo CD (bin/argocd),
+#   and redis-server from the Debian package (Argo CD's cache; installed when root and missing)
 # into ${RAYGITOPS_E2E_CACHE:-$HOME/.cache/raygitops-e2e}/<E2E_VERSIONS_KEY>/bin.
 # Versions come from versions.env (the only place they are pinned). Idempotent: a binary
 # whose stamp file exists is not rebuilt, so a warm run takes a second.
@@ -16,8 +17,8 @@ command -v go >/dev/null || PATH=/usr/local/go/bin:$PATH
 command -v go >/dev/null || { echo "build.sh: Go toolchain not found (need go >= 1.24)" >&2; exit 1; }
 
 cache=${RAYGITOPS_E2E_CACHE:-$HOME/.cache/raygitops-e2e}/$E2E_VERSIONS_KEY
-bin=$cache/bin src=$cache/src stamps=$cache/stamps logs=$cache/logs
-mkdir -p "$bin" "$src" "$stamps" "$logs"
+bin=$cache/bin src=$cache/src stamps=$cache/stamps logs=$cache/logs share=$cache/share
+mkdir -p "$bin" "$src" "$stamps" "$logs" "$share"
 export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:--buildvcs=false} -p=2"
 
 # step NAME VERSION FUNCTION [OUTPUT]: run FUNCTION unless the stamp for NAME holds VERSION
@@ -99,6 +100,39 @@ build_ray_operator_next() {  # go install names it ray-operator: install aside, 
 build_kwok() {
   GOBIN=$bin go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 }
+# kwok's own pod stages, for a control plane that changes one of them (Job pods run for real)
+copy_kwok_stages() {
+  local module
+  module=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
+  rm -rf "$share/kwok-stages" && mkdir -p "$share/kwok-stages"
+  cp "$module"/kustomize/stage/pod/fast/pod-*.yaml "$share/kwok-stages/"
+}
+
+# --- Argo CD: its go.mod replaces many modules and it needs a newer Go than the machine's, so
+# it builds from the module pinned in tests/e2e/argocd/ (go.sum holds every hash) with
+# GOTOOLCHAIN fetching the toolchain from the proxy. One small main dispatches to the three
+# commands' cobra constructors: application-controller, repo-server, cmp-server.
+build_argocd() {
+  grep -q "github.com/argoproj/argo-cd/v3 $ARGOCD_VERSION\$" "$here/argocd/go.mod" ||
+    { echo "tests/e2e/argocd/go.mod does not require argo-cd $ARGOCD_VERSION (versions.env)"; return 1; }
+  mkdir -p "$src/argocd" && cd "$src/argocd"
+  cp "$here/argocd/go.mod" "$here/argocd/go.sum" "$here/argocd/main.go" .
+  GOTOOLCHAIN=$ARGOCD_GO_TOOLCHAIN go build -mod=readonly -trimpath -ldflags "-s -w" -o "$bin/argocd" .
+}
+# Files the Argo CD fixture needs from the module at run time: its CRDs, and the git wrapper
+# repo-server calls (on PATH).
+copy_argocd_share() {
+  local module
+  module=$(cd "$src/argocd" && GOTOOLCHAIN=$ARGOCD_GO_TOOLCHAIN go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
+  rm -rf "$share/argocd" && mkdir -p "$share/argocd/bin"
+  cp "$module"/manifests/crds/*-crd.yaml "$share/argocd/"
+  install -m 0755 "$module/hack/git-verify-wrapper.sh" "$share/argocd/bin/"
+}
+install_redis() {
+  command -v redis-server >/dev/null && return 0
+  [[ $(id -u) == 0 ]] || { echo "build.sh: Argo CD needs redis-server (apt-get install redis-server)" >&2; return 1; }
+  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null
+}
 
 # Two lanes: the Kubernetes binaries share one module and the build cache; the others
 # download and compile meanwhile. Essentials first in each lane.
@@ -113,10 +147,14 @@ other_lane() {
   step etcd "$ETCD_VERSION" build_etcd
   step ray-operator "$KUBERAY_VERSION" build_ray_operator
   step kwok "$KWOK_VERSION" build_kwok
+  step kwok-stages "$KWOK_VERSION" copy_kwok_stages "$share/kwok-stages"
   step "ray-operator-$KUBERAY_NEXT_VERSION" "$KUBERAY_NEXT_VERSION" build_ray_operator_next
+  step argocd "$ARGOCD_VERSION-$ARGOCD_GO_TOOLCHAIN" build_argocd
+  step argocd-share "$ARGOCD_VERSION" copy_argocd_share "$share/argocd"
 }
 
 start=$SECONDS
+install_redis
 kube_lane & kube_pid=$!
 other_lane & other_pid=$!
 status=0

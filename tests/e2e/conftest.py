@@ -4,6 +4,9 @@
 - `control_plane_next` (session, started only when asked for): the same with the next KubeRay
   (KUBERAY_NEXT_VERSION, its CRDs). A module runs its tests on it by overriding
   `control_plane` with it (tests/e2e/test_kuberay_next.py).
+- `control_plane_jobs` (session, started only when asked for): Job pods are left for a runner
+  that runs them for real (tests/e2e/jobrunner.py) instead of kwok faking them Complete.
+- `image` (session): the raygitops container image (tests/image/build.sh).
 - `namespace` (function): a fresh unique namespace, deleted after the test.
 - Every test collected under tests/e2e gets `pytest.mark.e2e`.
 - Missing binaries: all e2e tests are skipped with one reason (one `-ra` line, also in the
@@ -24,6 +27,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import controlplane  # noqa: E402
+import imagerun  # noqa: E402
 
 E2E_DIR = Path(__file__).resolve().parent
 REQUIRE = os.environ.get("RAYGITOPS_REQUIRE_E2E") == "1"
@@ -71,8 +75,8 @@ def _e2e_binaries() -> None:
         pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {_unavailable}", pytrace=False)
 
 
-def _plane(kuberay: str | None = None):
-    plane = controlplane.ControlPlane(kuberay=kuberay)
+def _plane(kuberay: str | None = None, run_job_pods: bool = False):
+    plane = controlplane.ControlPlane(kuberay=kuberay, run_job_pods=run_job_pods)
     try:
         plane.start()
     except Exception:
@@ -109,6 +113,24 @@ def control_plane_next(_e2e_binaries) -> controlplane.ControlPlane:
             pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {exc}", pytrace=False)
         pytest.skip(str(exc))
     yield from _plane(version)
+
+
+@pytest.fixture(scope="session")
+def control_plane_jobs(_e2e_binaries) -> controlplane.ControlPlane:
+    """A control plane whose Job pods stay Pending for a runner (tests/e2e/jobrunner.py)
+    instead of being faked Complete by kwok (started only when asked for)."""
+    yield from _plane(run_job_pods=True)
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    """The raygitops image (tests/image/build.sh), built or reused from podman's cache."""
+    try:
+        return imagerun.build_image()
+    except imagerun.ImageUnavailable as exc:
+        if REQUIRE:
+            pytest.fail(str(exc), pytrace=False)
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(autouse=True)

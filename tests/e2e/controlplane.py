@@ -333,10 +333,14 @@ def operator_binary(version: str, versions: dict[str, str]) -> str:
 
 
 class ControlPlane:
-    def __init__(self, bin_dir: Path | None = None, workdir: Path | None = None, kuberay: str | None = None):
+    def __init__(self, bin_dir: Path | None = None, workdir: Path | None = None, kuberay: str | None = None,
+                 run_job_pods: bool = False):
         """``kuberay``: the operator version to run (KUBERAY_VERSION by default, or
-        KUBERAY_NEXT_VERSION); the CRDs installed are that version's."""
+        KUBERAY_NEXT_VERSION); the CRDs installed are that version's. ``run_job_pods``: kwok
+        leaves Job-owned pods Pending instead of faking them Complete, so a runner
+        (tests/e2e/jobrunner.py) can run them for real."""
         self.versions = load_versions()
+        self.run_job_pods = run_job_pods
         self.kuberay = kuberay or self.versions["KUBERAY_VERSION"]
         self.operator_binary = operator_binary(self.kuberay, self.versions)
         self.bin_dir = bin_dir or locate_binaries((*REQUIRED, self.operator_binary))
@@ -522,9 +526,11 @@ class ControlPlane:
         home.mkdir(exist_ok=True)
         # Node leases: without them kwok's heartbeat is a status update the node controller
         # misses about every 55 s, so every node (and every pod on it) flaps NotReady.
-        self._run("kwok", ["--kubeconfig", self.kubeconfig, "--manage-all-nodes=true", "--cidr=10.244.0.0/16",
-                           "--node-ip=127.0.0.1", f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}"],
-                  env=dict(os.environ, HOME=str(home)))
+        args = ["--kubeconfig", self.kubeconfig, "--manage-all-nodes=true", "--cidr=10.244.0.0/16",
+                "--node-ip=127.0.0.1", f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}"]
+        if self.run_job_pods:
+            args.append(f"--config={self._kwok_stages_without_job_pods(home)}")
+        self._run("kwok", args, env=dict(os.environ, HOME=str(home)))
         self.apply([{
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": f"kwok-node-{i}", "labels": {"type": "kwok", "kubernetes.io/hostname": f"kwok-node-{i}"},
@@ -540,6 +546,18 @@ class ControlPlane:
 
         wait_for(nodes_ready, timeout=60, message="kwok nodes Ready")
         self.nodes_ready_at = self._node_ready_transitions()
+
+    def _kwok_stages_without_job_pods(self, directory: Path) -> Path:
+        """kwok's own default pod stages (copied from its module by build.sh), minus
+        pod-complete and with pod-ready skipping pods a Job controller created: those stay
+        Pending for the Job runner. Node stages stay kwok's defaults (leases)."""
+        stages_dir = self.bin_dir.parent / "share" / "kwok-stages"
+        stages = [yaml.safe_load((stages_dir / f"{name}.yaml").read_text()) for name in ("pod-ready", "pod-delete")]
+        stages[0]["spec"]["selector"]["matchExpressions"].append(
+            {"key": '.metadata.labels["batch.kubernetes.io/job-name"]', "operator": "DoesNotExist"})
+        path = directory / "stages.yaml"
+        path.write_text(yaml.safe_dump_all(stages))
+        return path
 
     def _node_ready_transitions(self) -> dict[str, str]:
         """node name -> lastTransitionTime of its Ready condition."""

@@ -76,6 +76,8 @@ def pod_argv(pod_spec: dict[str, Any], image: str, *, config_maps: dict[str, dic
     argv += [f"--env={e['name']}={e['value']}" for e in container.get("env", [])]
     volumes = {v["name"]: v for v in pod_spec.get("volumes", [])}
     for mount in container.get("volumeMounts", []):
+        if mount["mountPath"] == SA_DIR:  # the API server's kube-api-access volume: mounted above
+            continue
         source = volumes[mount["name"]]["configMap"]["name"]  # the hook mounts ConfigMaps only
         directory = work / "volumes" / mount["name"]
         directory.mkdir(parents=True, exist_ok=True)

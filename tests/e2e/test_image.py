@@ -5,7 +5,6 @@ as the host install does, under the security context the manifests give them."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,16 +17,6 @@ from test_presync_hook import App, _start, desired_hashes, raycluster, rendered
 
 REPO = imagerun.REPO
 SIZE_LIMIT_MB = 320  # tripwire: 272 MB measured (2026-12-03); the old image was ~410 MB
-
-
-@pytest.fixture(scope="session")
-def image() -> str:
-    try:
-        return imagerun.build_image()
-    except imagerun.ImageUnavailable as exc:
-        if os.environ.get("RAYGITOPS_REQUIRE_E2E") == "1":
-            pytest.fail(str(exc), pytrace=False)
-        pytest.skip(str(exc))
 
 
 def run_in_image(image: str, *args: str, app_dir: Path) -> subprocess.CompletedProcess:

@@ -205,6 +205,8 @@ def test_application_shape() -> None:
     ignore = app["spec"]["ignoreDifferences"]
     assert {"group": "ray.io", "kind": "RayCluster", "jqPathExpressions": [".spec.workerGroupSpecs[].replicas"]} in ignore
     assert "RespectIgnoreDifferences=true" in app["spec"]["syncPolicy"]["syncOptions"]
+    # client-side apply + RespectIgnoreDifferences never settles Synced (tests/e2e/test_argocd.py)
+    assert "ServerSideApply=true" in app["spec"]["syncPolicy"]["syncOptions"]
 
 
 def _check_schema(value: Any, schema: dict, path: str, errors: list[str]) -> None:

@@ -1,0 +1,379 @@
+"""Real Argo CD end to end: the CMP renders, the PreSync Job runs, the health Lua decides.
+
+Argo CD v3.6 (application-controller, repo-server, cmp-server; tests/e2e/argocd.py) syncs
+Applications built from the shipped ``argocd/application.yaml`` with the shipped
+``argocd/plugin.yaml`` and health check, from a local Git repository, onto a control plane
+whose Job pods are run for real (tests/e2e/jobrunner.py: the raygitops image, the hook's own
+ServiceAccount token). Every assertion is on Argo CD's own Application status, on the Job
+pods' exit codes, or on the RayCluster's pods.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client, config, watch
+
+import controlplane
+from argocd import IN_CLUSTER, ArgoCD, GitRepo, status
+from jobrunner import JobRunner
+from test_presync_hook import HASH, desired_hashes, raycluster
+
+pytestmark = pytest.mark.e2e
+
+HOOK = {"drainGraceSeconds": 5, "timeoutSeconds": 180, "maxParallel": 2, "waitReady": True}
+SYNC_TIMEOUT = 240
+
+
+@pytest.fixture(scope="module")
+def control_plane(control_plane_jobs: controlplane.ControlPlane) -> controlplane.ControlPlane:
+    return control_plane_jobs
+
+
+@pytest.fixture(scope="module")
+def runner(control_plane: controlplane.ControlPlane, image: str) -> JobRunner:
+    jobs = JobRunner(control_plane.kubeconfig, control_plane.server, control_plane.pki.path("ca.crt"), image,
+                     control_plane.log_dir / "job-pods").start()
+    yield jobs
+    jobs.stop()
+
+
+@pytest.fixture(scope="module")
+def argocd(control_plane: controlplane.ControlPlane, runner: JobRunner) -> ArgoCD:
+    return ArgoCD(control_plane, raygitops_bin=Path(sys.executable).parent).start()
+
+
+def application(name: str, repo: GitRepo, namespace: str, *, automated: bool = False,
+                parameters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The shipped argocd/application.yaml pointed at ``repo`` (app in ``app/``)."""
+    app = yaml.safe_load((controlplane.REPO_ROOT / "argocd" / "application.yaml").read_text())
+    app["metadata"]["name"] = name
+    source = app["spec"]["source"]
+    source.update(repoURL=repo.url, targetRevision="HEAD", path="app")
+    if parameters is not None:
+        source["plugin"]["parameters"] = parameters
+    else:
+        source["plugin"].pop("parameters", None)  # Argo CD then sends ARGOCD_APP_PARAMETERS=null
+    app["spec"]["destination"] = {"server": IN_CLUSTER, "namespace": namespace}
+    policy = app["spec"]["syncPolicy"]
+    policy.pop("retry")  # one attempt: a test counts hook runs
+    if not automated:
+        policy.pop("automated")
+    return app
+
+
+def app_files(cluster: dict[str, Any], hook: dict[str, Any] | None = None) -> dict[str, str]:
+    cluster = copy.deepcopy(cluster)
+    for key in ("labels", "annotations"):  # Argo CD shows an empty map the API server drops as OutOfSync
+        if not cluster["metadata"].get(key):
+            cluster["metadata"].pop(key, None)
+    return {"app/raygitops.yaml": yaml.safe_dump({"hook": hook or HOOK}),
+            "app/raycluster.yaml": yaml.safe_dump(cluster)}
+
+
+class Deployed:
+    """One Application, its Git repository and namespace."""
+
+    def __init__(self, argocd: ArgoCD, runner: JobRunner, namespace: str, tmp_path: Path, **app_kw):
+        self.argocd, self.runner, self.namespace = argocd, runner, namespace
+        self.plane = argocd.plane
+        self.name = namespace  # unique
+        self.repo = GitRepo(tmp_path / "repo")
+        self.app_kw = app_kw
+
+    def push(self, cluster: dict[str, Any], message: str, hook: dict[str, Any] | None = None) -> str:
+        return self.repo.commit(app_files(cluster, hook), message)
+
+    def create(self) -> None:
+        self.argocd.apply_application(application(self.name, self.repo, self.namespace, **self.app_kw))
+
+    def sync(self, revision: str) -> dict[str, Any]:
+        """Refresh, sync ``revision``, and return the Application once the operation ended."""
+        self.argocd.wait(self.name, lambda a: a.get("status", {}).get("sync", {}).get("revision") == revision
+                         or self._refresh(), timeout=60, message=f"{self.name} sees {revision}")
+        started = self._operation_started()
+        self.argocd.sync(self.name, revision)
+        return self.operation_after(started)
+
+    def _refresh(self) -> bool:
+        self.argocd.refresh(self.name)
+        return False
+
+    def _operation_started(self) -> str:
+        app = self.argocd.application(self.name) or {}
+        return app.get("status", {}).get("operationState", {}).get("startedAt", "")
+
+    def operation_after(self, started: str) -> dict[str, Any]:
+        return self.argocd.wait(
+            self.name, lambda a: (a.get("status", {}).get("operationState", {}).get("startedAt", "") > started
+                                  and status(a)[2] in ("Succeeded", "Failed", "Error")),
+            timeout=SYNC_TIMEOUT, message=f"{self.name}: sync operation finished")
+
+    def healthy(self, timeout: float = 120) -> dict[str, Any]:
+        return self.argocd.wait(self.name, lambda a: status(a)[:2] == ("Synced", "Healthy"), timeout=timeout,
+                                message=f"{self.name} Synced + Healthy")
+
+    def cluster(self) -> dict[str, Any] | None:
+        return self.plane.get("raycluster", "demo", self.namespace)
+
+    def pods(self) -> list[dict[str, Any]]:
+        return self.plane.kubectl_json("get", "pods", "-n", self.namespace, "-l", "ray.io/cluster=demo")["items"]
+
+    def hook_runs(self) -> dict[str, int | None]:
+        return {k: v for k, v in self.runner.exit_codes().items() if k.startswith(f"{self.namespace}/")}
+
+    def hook_log(self) -> str:
+        logs = sorted(self.runner.log_dir.glob(f"{self.namespace}_*.log"), key=lambda p: p.stat().st_mtime)
+        return logs[-1].read_text() if logs else ""
+
+    def hook_report(self) -> dict[str, Any]:
+        """The PresyncReport the last hook run printed (stdout; the pod's log also holds stderr)."""
+        return next(json.loads(line) for line in reversed(self.hook_log().splitlines()) if '"PresyncReport"' in line)
+
+    def start(self, cluster: dict[str, Any]) -> dict[str, Any]:
+        """Create the Application, sync it once, wait until Synced + Healthy; the live cluster."""
+        revision = self.push(cluster, "first")
+        self.create()
+        app = self.sync(revision)
+        assert status(app)[2] == "Succeeded", operation(app)
+        self.healthy()
+        return self.cluster()
+
+
+def operation(app: dict[str, Any]) -> str:
+    return json.dumps(app.get("status", {}).get("operationState"), indent=1)
+
+
+class Recorder:
+    """Watches the cluster's pods (every ADDED / DELETED event, so no overlap can slip
+    between two polls) and samples the Application's health while a sync runs."""
+
+    def __init__(self, deployed: Deployed):
+        self.deployed = deployed
+        self.api = client.CoreV1Api(config.new_client_from_config(config_file=deployed.plane.kubeconfig))
+        self.pod_events: list[tuple[str, str, str]] = []  # (type, uid, template hash)
+        self.health: list[str] = []
+        self._stop = threading.Event()
+        self.watch_ended_early = False
+        self._watch = watch.Watch()
+        self._threads = [threading.Thread(target=self._pods, daemon=True),
+                         threading.Thread(target=self._app, daemon=True)]
+
+    def __enter__(self) -> "Recorder":
+        listed = self.api.list_namespaced_pod(self.deployed.namespace, label_selector="ray.io/cluster=demo")
+        self.pod_events += [("ADDED", p.metadata.uid, (p.metadata.annotations or {}).get(HASH, ""))
+                            for p in listed.items]
+        self._version = listed.metadata.resource_version
+        for t in self._threads:
+            t.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._watch.stop()
+        for t in self._threads:
+            t.join(timeout=30)
+
+    def _pods(self) -> None:
+        try:
+            for event in self._watch.stream(self.api.list_namespaced_pod, self.deployed.namespace,
+                                            label_selector="ray.io/cluster=demo", resource_version=self._version,
+                                            timeout_seconds=600):
+                pod = event["object"]
+                if event["type"] in ("ADDED", "DELETED"):
+                    self.pod_events.append((event["type"], pod.metadata.uid,
+                                            (pod.metadata.annotations or {}).get(HASH, "")))
+                if self._stop.is_set():
+                    return
+        except Exception:  # closing the stream at __exit__ ends it with an error
+            pass
+        self.watch_ended_early = not self._stop.is_set()
+
+    def events(self) -> list[tuple[str, str, str]]:
+        """Every pod event seen; a watch that ended before the recording did proves nothing."""
+        assert not self.watch_ended_early, "the pod watch ended early: events may be missing"
+        return self.pod_events
+
+    def _app(self) -> None:
+        while not self._stop.wait(0.5):
+            app = self.deployed.argocd.application(self.deployed.name) or {}
+            self.health.append(status(app)[1])
+
+    def overlaps(self, old: set[str], new: set[str]) -> list[set[str]]:
+        """Moments at which a pod of an ``old`` hash and one of a ``new`` hash both existed."""
+        live: dict[str, str] = {}
+        seen = []
+        for kind, uid, template_hash in self.events():
+            if kind == "ADDED":
+                live[uid] = template_hash
+            else:
+                live.pop(uid, None)
+            hashes = set(live.values())
+            if hashes & old and hashes & new:
+                seen.append(hashes)
+        return seen
+
+    def deleted(self) -> set[str]:
+        return {uid for kind, uid, _ in self.events() if kind == "DELETED"}
+
+
+@pytest.fixture
+def deployed(argocd: ArgoCD, runner: JobRunner, namespace: str, tmp_path: Path) -> Deployed:
+    return Deployed(argocd, runner, namespace, tmp_path)
+
+
+def test_first_sync_creates_the_cluster_and_the_hook_finds_nothing_to_do(deployed: Deployed):
+    revision = deployed.push(raycluster(replicas=1), "first")
+    deployed.create()
+    app = deployed.sync(revision)
+    assert status(app)[2] == "Succeeded", json.dumps(app["status"].get("operationState"), indent=1)
+    deployed.healthy()
+    cluster = deployed.cluster()
+    assert cluster is not None
+    pods = deployed.plane.wait_for(lambda: len(deployed.pods()) == 2 and deployed.pods(), timeout=60)
+    assert {p["metadata"]["annotations"].get(HASH) for p in pods} == desired_hashes(cluster)
+    assert list(deployed.hook_runs().values()) == [0], deployed.hook_runs()
+    report = deployed.hook_report()
+    assert report["summary"]["skipped"] == 1 and "absent" in report["clusters"][0]["reason"], report
+
+
+def test_image_change_recreates_through_argocd(deployed: Deployed):
+    before = deployed.start(raycluster(replicas=2))
+    old = desired_hashes(before)
+    deployed.plane.wait_for(lambda: len(deployed.pods()) == 3, timeout=60, message="3 pods")
+    revision = deployed.push(raycluster(replicas=2, image="rayproject/ray:2.42.0"), "new image")
+    with Recorder(deployed) as recorder:
+        t0 = time.monotonic()
+        app = deployed.sync(revision)
+        assert status(app)[2] == "Succeeded", operation(app)
+        deployed.healthy(timeout=180)
+        seconds = round(time.monotonic() - t0, 1)
+    after = deployed.cluster()
+    new = desired_hashes(after)
+    assert new.isdisjoint(old)
+    assert after["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == "rayproject/ray:2.42.0"
+    pods = deployed.pods()
+    assert len(pods) == 3 and {p["metadata"]["annotations"].get(HASH) for p in pods} == new
+    assert not recorder.overlaps(old, new), recorder.pod_events
+    assert len(recorder.deleted()) >= 3  # the three old pods, each once
+    assert list(deployed.hook_runs().values()) == [0, 0], deployed.hook_runs()
+    assert deployed.hook_report()["summary"]["recreated"] == 1, deployed.hook_report()
+    # Argo CD applied the RayCluster in the Sync phase, after the PreSync hook succeeded
+    results = {r["kind"]: r for r in app["status"]["operationState"]["syncResult"]["resources"]}
+    assert (results["Job"]["syncPhase"], results["Job"]["hookPhase"]) == ("PreSync", "Succeeded"), results["Job"]
+    assert results["RayCluster"]["syncPhase"] == "Sync" and results["RayCluster"]["status"] == "Synced"
+    # health during the recreate: Progressing at worst, never Degraded
+    assert "Degraded" not in recorder.health and "Progressing" in recorder.health, recorder.health
+    print(f"\nArgo CD sync of an image change to Healthy: {seconds} s (3 pods recreated)")
+    (deployed.plane.log_dir / "argocd-sync-seconds.txt").write_text(f"{seconds}\n")
+
+
+def test_replica_change_deletes_no_pod(deployed: Deployed):
+    deployed.start(raycluster(replicas=1))
+    pods = deployed.plane.wait_for(lambda: len(deployed.pods()) == 2 and deployed.pods(), timeout=60, message="2 pods")
+    revision = deployed.push(raycluster(replicas=2), "one more worker")
+    with Recorder(deployed) as recorder:
+        app = deployed.sync(revision)
+        assert status(app)[2] == "Succeeded", operation(app)
+        deployed.healthy()
+    assert not recorder.deleted(), recorder.pod_events
+    assert {p["metadata"]["uid"] for p in pods} <= {p["metadata"]["uid"] for p in deployed.pods()}
+    assert deployed.hook_report()["summary"]["inSync"] == 1, deployed.hook_report()
+
+
+def test_failed_hook_fails_the_sync_and_applies_nothing(deployed: Deployed):
+    before = deployed.start(raycluster(replicas=1))
+    # a pod the cluster does not own, carrying its label: KubeRay would delete it on suspend,
+    # so the hook refuses to suspend the cluster and fails
+    deployed.plane.apply({"apiVersion": "v1", "kind": "Pod",
+                          "metadata": {"name": "intruder", "namespace": deployed.namespace,
+                                       "labels": {"ray.io/cluster": "demo"}},
+                          "spec": {"containers": [{"name": "c", "image": "busybox"}]}})
+    revision = deployed.push(raycluster(replicas=1, image="rayproject/ray:2.42.0"), "new image")
+    t0 = time.monotonic()
+    app = deployed.sync(revision)
+    print(f"\nArgo CD sync with a hook that refuses, to Failed: {time.monotonic() - t0:.1f} s")
+    state = app["status"]["operationState"]
+    assert state["phase"] == "Failed", operation(app)
+    job = next(r for r in state["syncResult"]["resources"] if r["kind"] == "Job")
+    assert job["hookPhase"] == "Failed" and job["message"], job
+    assert list(deployed.hook_runs().values()) == [0, 1], deployed.hook_runs()
+    assert "intruder" in deployed.hook_log()
+    live = deployed.cluster()
+    assert desired_hashes(live) == desired_hashes(before)  # Argo CD did not apply the new spec
+    assert not live["spec"].get("suspend")
+    assert status(deployed.argocd.application(deployed.name))[0] == "OutOfSync"
+
+
+def test_automated_sync_settles_and_hook_jobs_do_not_collide(argocd: ArgoCD, runner: JobRunner, namespace: str,
+                                                             tmp_path: Path):
+    deployed = Deployed(argocd, runner, namespace, tmp_path, automated=True)
+    deployed.push(raycluster(replicas=1), "first")
+    deployed.create()
+    deployed.healthy(timeout=180)
+    for n, image in enumerate(["rayproject/ray:2.42.0", "rayproject/ray:2.43.0"], start=2):
+        revision = deployed.push(raycluster(replicas=1, image=image), image)
+        deployed.argocd.refresh(deployed.name)
+        app = deployed.argocd.wait(
+            deployed.name, lambda a: status(a) == ("Synced", "Healthy", "Succeeded")
+            and a["status"]["sync"].get("revision") == revision, timeout=SYNC_TIMEOUT, message=f"automated sync of {image}")
+        assert [p["spec"]["containers"][0]["image"] for p in deployed.pods()] == [image] * 2
+        # one hook run per revision: the Job of the previous sync was replaced (BeforeHookCreation)
+        assert list(deployed.hook_runs().values()) == [0] * n, deployed.hook_runs()
+        started = app["status"]["operationState"]["startedAt"]
+        # settled: no further sync, no further hook, still Synced (the hook's annotations and
+        # the API server's defaults on the live object do not make it OutOfSync)
+        time.sleep(20)
+        app = deployed.argocd.application(deployed.name)
+        assert status(app) == ("Synced", "Healthy", "Succeeded"), operation(app)
+        assert app["status"]["operationState"]["startedAt"] == started, operation(app)
+        assert len(deployed.hook_runs()) == n
+
+
+def test_pods_that_cannot_start_fail_the_hook_and_show_degraded(deployed: Deployed):
+    deployed.start(raycluster(replicas=1))
+    stuck = raycluster(replicas=1, image="rayproject/ray:2.42.0")
+    stuck["spec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] = {"no-such-node": "true"}
+    revision = deployed.push(stuck, "head cannot be scheduled", hook=dict(HOOK, timeoutSeconds=40))
+    t0 = time.monotonic()
+    app = deployed.sync(revision)
+    assert status(app)[2] == "Failed", operation(app)
+    print(f"\nArgo CD sync with pods that cannot start, to Failed: {time.monotonic() - t0:.1f} s (hook timeout 40 s)")
+    app = deployed.argocd.wait(deployed.name, lambda a: status(a)[1] == "Degraded", timeout=60,
+                               message="Degraded")
+    health = next(r for r in app["status"]["resources"] if r["kind"] == "RayCluster")["health"]
+    assert health["status"] == "Degraded" and "recreate" in health.get("message", ""), health
+    live = deployed.cluster()
+    assert not live["spec"].get("suspend"), "the failed recreate left the cluster suspended"
+    assert live["metadata"]["annotations"]["raygitops.dev/last-recreate-outcome"] == "Failed"
+
+
+def test_plugin_parameters_reach_the_render(argocd: ArgoCD, runner: JobRunner, namespace: str, tmp_path: Path):
+    parameters = [{"name": "values-files", "array": ["values-prod.yaml"]},
+                  {"name": "values", "map": {"cluster.image": "rayproject/ray:2.42.0"}},
+                  {"name": "drain-grace-seconds", "string": "7"},
+                  {"name": "wait-ready", "string": "true"}]
+    deployed = Deployed(argocd, runner, namespace, tmp_path, parameters=parameters)
+    example = controlplane.REPO_ROOT / "examples" / "jinja"
+    shutil.copytree(example, deployed.repo.path / "app")
+    revision = deployed.repo.commit({}, "the jinja example")
+    deployed.create()
+    app = deployed.sync(revision)
+    assert status(app)[2] == "Succeeded", operation(app)
+    prod = yaml.safe_load((example / "values-prod.yaml").read_text())["cluster"]["name"]
+    live = deployed.plane.get("raycluster", prod, namespace)
+    assert live is not None, f"values-prod.yaml's cluster {prod} was not created"
+    assert live["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == "rayproject/ray:2.42.0"
+    assert live["metadata"]["annotations"]["example.com/git-revision"] == revision  # Argo CD's build env
+    job = deployed.plane.get("job", "raygitops-presync", namespace)
+    args = job["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--drain-grace") + 1] == "7", args
