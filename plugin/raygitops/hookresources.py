@@ -68,8 +68,12 @@ def _plan_configmap(plan: Plan, namespace: str) -> dict[str, Any]:
     return configmap
 
 
+def _job_name(plan: Plan, settings: Settings) -> str:
+    return f"{NAME}-{plan.digest()}" if settings.hook_name_suffix else NAME
+
+
 def _job(plan: Plan, namespace: str, settings: Settings) -> dict[str, Any]:
-    name = f"{NAME}-{plan.digest()}" if settings.hook_name_suffix else NAME
+    name = _job_name(plan, settings)
     args = [
         "presync",
         "--plan", f"{PLAN_MOUNT}/{PLAN_KEY}",
@@ -78,6 +82,8 @@ def _job(plan: Plan, namespace: str, settings: Settings) -> dict[str, Any]:
         "--max-parallel", str(settings.max_parallel),
         "--wait-ready" if settings.wait_ready else "--no-wait-ready",
         "--log-format", "json",
+        # a failed run writes its reason on this Job, where Argo CD's health check shows it
+        "--job", name,
     ]
     return {
         "apiVersion": "batch/v1",
@@ -137,7 +143,10 @@ def hook_resources(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
             "metadata": _meta(NAME, ns, -3),
-            "rules": [dict(rule) for rule in RULES],
+            "rules": [*(dict(rule) for rule in RULES),
+                      # only its own Job, only to write a failure's reason on it
+                      {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [_job_name(plan, settings)],
+                       "verbs": ["patch"]}],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

@@ -193,5 +193,15 @@ def apply_overrides(settings: Settings, overrides: Mapping[str, Any]) -> None:
 
 
 def default_namespace(settings: Settings, env: Mapping[str, str] = os.environ) -> str:
-    """Where namespace-less objects land: the setting, Argo CD's destination, else default."""
-    return settings.namespace or env.get("ARGOCD_APP_NAMESPACE") or "default"
+    """Where namespace-less objects land: the setting, Argo CD's destination, else default.
+    Argo CD's destination comes from the environment: checked here, so an invalid one is
+    named as such rather than at the first object that lands in it."""
+    if settings.namespace:
+        return settings.namespace
+    destination = env.get("ARGOCD_APP_NAMESPACE")
+    if not destination:
+        return "default"
+    try:
+        return convert.namespace(destination)
+    except ValueError as err:
+        raise RaygitopsError(f"ARGOCD_APP_NAMESPACE: {err}") from None

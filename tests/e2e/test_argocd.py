@@ -305,7 +305,10 @@ def test_failed_hook_fails_the_sync_and_applies_nothing(deployed: Deployed):
     state = app["status"]["operationState"]
     assert state["phase"] == "Failed", operation(app)
     job = next(r for r in state["syncResult"]["resources"] if r["kind"] == "Job")
-    assert job["hookPhase"] == "Failed" and job["message"], job
+    # the hook's own reason (written on its Job, shown by argocd/health/job.lua), then Kubernetes'
+    assert job["hookPhase"] == "Failed", job
+    assert f"{deployed.namespace}/demo:" in job["message"] and "intruder" in job["message"], job
+    assert job["message"].endswith("(Job has reached the specified backoff limit)"), job
     assert list(deployed.hook_runs().values()) == [0, 1], deployed.hook_runs()
     assert "intruder" in deployed.hook_log()
     live = deployed.cluster()
@@ -348,6 +351,8 @@ def test_pods_that_cannot_start_fail_the_hook_and_show_degraded(deployed: Deploy
     app = deployed.sync(revision)
     assert status(app)[2] == "Failed", operation(app)
     print(f"\nArgo CD sync with pods that cannot start, to Failed: {time.monotonic() - t0:.1f} s (hook timeout 40 s)")
+    job = next(r for r in app["status"]["operationState"]["syncResult"]["resources"] if r["kind"] == "Job")
+    assert f"{deployed.namespace}/demo:" in job["message"], job  # why, not only that the Job failed
     app = deployed.argocd.wait(deployed.name, lambda a: status(a)[1] == "Degraded", timeout=60,
                                message="Degraded")
     health = next(r for r in app["status"]["resources"] if r["kind"] == "RayCluster")["health"]

@@ -209,3 +209,20 @@ def test_ready_means_every_expected_pod_ready_not_a_stale_status():
     assert drift.expected_pods({"workerGroupSpecs": [{"replicas": 5, "maxReplicas": 3, "numOfHosts": 2}]}) == (7, True)
     assert drift.expected_pods({"enableInTreeAutoscaling": True,
                                 "workerGroupSpecs": [{"replicas": 5, "minReplicas": 1}]}) == (2, False)
+
+
+def test_failure_reason_names_each_failed_or_deferred_cluster_in_one_line() -> None:
+    from raygitops.presync import cycle, drift
+    from raygitops.presync.run import Report
+
+    decisions = [drift.Decision("ns", "a", drift.RECREATE, "drift"), drift.Decision("ns", "b", drift.FAIL, "403\nForbidden"),
+                 drift.Decision("ns", "c", drift.RECREATE, "drift"), drift.Decision("ns", "d", drift.IN_SYNC, "same")]
+    outcomes = {"ns/a": cycle.Outcome("ns", "a", cycle.FAILED, "new pods not ready after 40 s"),
+                "ns/c": cycle.Outcome("ns", "c", cycle.DEFERRED, "does not fit the time left")}
+    report = Report(decisions=decisions, outcomes=outcomes)
+    assert report.failed
+    assert report.failure_reason() == ("ns/a: new pods not ready after 40 s; ns/b: 403 Forbidden; "
+                                       "ns/c: does not fit the time left")
+    report.interrupted = True
+    assert report.failure_reason().endswith("; stopped by a signal")
+    assert Report(decisions=decisions[3:]).failure_reason() == ""

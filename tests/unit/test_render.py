@@ -101,11 +101,13 @@ def test_opt_in_by_spec_field_moves_to_annotation_unless_kept(tmp_path: Path) ->
 def test_hook_rbac_is_least_privilege_and_job_is_locked_down(tmp_path: Path) -> None:
     result = render(tmp_path, {"c.yaml": cluster(meta=RECREATE)})
     role = next(o for o in result.objects if o["kind"] == "Role")
-    assert role["rules"] == RULES
-    verbs = {(r["apiGroups"][0], res, v) for r in role["rules"] for res in r["resources"] for v in r["verbs"]}
+    assert role["rules"][:len(RULES)] == RULES
+    verbs = {(r["apiGroups"][0], res, tuple(r.get("resourceNames", ())), v)
+             for r in role["rules"] for res in r["resources"] for v in r["verbs"]}
     assert verbs == {
-        ("ray.io", "rayclusters", v) for v in ("get", "list", "watch", "patch")
-    } | {("", "pods", v) for v in ("list", "watch", "delete")} | {("", "events", "create")}
+        ("ray.io", "rayclusters", (), v) for v in ("get", "list", "watch", "patch")
+    } | {("", "pods", (), v) for v in ("list", "watch", "delete")} | {("", "events", (), "create")} | {
+        ("batch", "jobs", ("raygitops-presync",), "patch")}  # its own Job only: the failure reason
     job = next(o for o in result.objects if o["kind"] == "Job")
     pod = job["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -116,6 +118,7 @@ def test_hook_rbac_is_least_privilege_and_job_is_locked_down(tmp_path: Path) -> 
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["args"][:3] == ["presync", "--plan", "/plan/plan.json"]
+    assert container["args"][container["args"].index("--job") + 1] == job["metadata"]["name"]
     assert pod["serviceAccountName"] == "raygitops-presync"
 
 

@@ -266,3 +266,13 @@ def test_valid_setting_edges_render_from_every_source(tmp_path: Path, source: st
 
 def _arg(container: dict, flag: str) -> str:
     return container["args"][container["args"].index(flag) + 1]
+
+
+def test_invalid_argocd_destination_namespace_is_named_as_such(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    root = app(tmp_path, {"c.yaml": cluster("c", RECREATE)})
+    result = invoke(["render", "--out", str(out), str(root)], {"ARGOCD_APP_NAMESPACE": "Bad_NS"})
+    assert_refused(result, "ARGOCD_APP_NAMESPACE", "namespace 'Bad_NS' is not a DNS-1123 label", out)
+    # a namespace set in raygitops.yaml wins over the destination, which is then not used
+    (root / "raygitops.yaml").write_text("namespace: ray\n")
+    assert invoke(["render", str(root)], {"ARGOCD_APP_NAMESPACE": "Bad_NS"}).exit_code == 0

@@ -27,6 +27,7 @@ import ship_support  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 ARGOCD = REPO / "argocd"
 HEALTH_KEY = "resource.customizations.health.ray.io_RayCluster"
+JOB_HEALTH_KEY = "resource.customizations.health.batch_Job"
 CMP_DIR = "/home/argocd/cmp-server"
 
 # Modelled on manifests/base/repo-server/argocd-repo-server-deployment.yaml (v3.5.1), trimmed.
@@ -154,7 +155,9 @@ def check_patched(docs: list[dict], base_docs: list[dict]) -> None:
     cm = objects[("ConfigMap", "argocd-cm")]
     base_cm = by_key(base_docs)[("ConfigMap", "argocd-cm")]
     assert cm["data"][HEALTH_KEY] == (ARGOCD / "health" / "raycluster.lua").read_text()
-    assert {k: v for k, v in cm["data"].items() if k != HEALTH_KEY} == (base_cm.get("data") or {})
+    assert cm["data"][JOB_HEALTH_KEY] == (ARGOCD / "health" / "job.lua").read_text()
+    ours = {HEALTH_KEY, JOB_HEALTH_KEY}
+    assert {k: v for k, v in cm["data"].items() if k not in ours} == (base_cm.get("data") or {})
     assert cm["metadata"]["labels"] == base_cm["metadata"]["labels"]
 
     # nothing else changes

@@ -29,6 +29,8 @@ import evaluate as luahealth  # noqa: E402
 
 KEY = "resource.customizations.health.ray.io_RayCluster"
 LUA = HEALTH / "raycluster.lua"
+JOB_KEY = "resource.customizations.health.batch_Job"
+JOB_LUA = HEALTH / "job.lua"
 CASES = yaml.safe_load((HEALTH / "health_test.yaml").read_text())["tests"]
 
 
@@ -65,7 +67,7 @@ def test_argocd_cm_patch_is_generated_from_the_lua_file() -> None:
     patch = yaml.safe_load((REPO / "argocd" / "argocd-cm-health.yaml").read_text())
     assert patch["apiVersion"] == "v1" and patch["kind"] == "ConfigMap"
     assert patch["metadata"] == {"name": "argocd-cm"}
-    assert patch["data"] == {KEY: LUA.read_text()}, "run python3 argocd/health/generate.py"
+    assert patch["data"] == {KEY: LUA.read_text(), JOB_KEY: JOB_LUA.read_text()}, "run python3 argocd/health/generate.py"
     res = subprocess.run([sys.executable, str(HEALTH / "generate.py"), "--check"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
 
@@ -112,8 +114,8 @@ def gopher_lua(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def run_gopher_lua(binary: Path, objects: list[dict]) -> list[dict]:
-    res = subprocess.run([str(binary), str(LUA)], input=json.dumps(objects, default=str),
+def run_gopher_lua(binary: Path, objects: list[dict], script: Path = LUA) -> list[dict]:
+    res = subprocess.run([str(binary), str(script)], input=json.dumps(objects, default=str),
                          capture_output=True, text=True, check=True, timeout=60)
     return json.loads(res.stdout)
 
@@ -211,3 +213,46 @@ def test_null_fields_are_tolerated() -> None:
     obj = cluster(status={"conditions": None, "state": None})
     obj["metadata"]["annotations"] = None
     assert health(obj)[0] == "Progressing"
+
+
+# ----------------------------------------------------------------------------- batch/Job (job.lua)
+
+
+def job(*conditions: tuple[str, str, str], failure: str | None = None) -> dict:
+    obj: dict = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "raygitops-presync"},
+                 "status": {"conditions": [{"type": t, "status": st, "message": m} for t, st, m in conditions]}}
+    if failure is not None:
+        obj["metadata"]["annotations"] = {"raygitops.dev/failure": failure}
+    return obj
+
+
+BACKOFF = "Job has reached the specified backoff limit"
+# Argo CD's built-in rule (gitops-engine health_job.go) for any Job, and the hook's reason on a
+# failed raygitops Job: (object, expected health)
+JOB_CASES = [
+    pytest.param(job(), {"status": "Progressing", "message": ""}, id="running"),
+    pytest.param(job(("Complete", "True", "done")), {"status": "Healthy", "message": "done"}, id="complete"),
+    pytest.param(job(("Failed", "True", BACKOFF)), {"status": "Degraded", "message": BACKOFF}, id="failed"),
+    pytest.param(job(("Suspended", "True", "Job suspended")), {"status": "Suspended", "message": "Job suspended"},
+                 id="suspended"),
+    pytest.param(job(("Suspended", "False", "Job resumed")), {"status": "Healthy", "message": "Job resumed"},
+                 id="resumed-counts-as-complete-like-argocd"),
+    pytest.param(job(("Failed", "True", BACKOFF), failure="ns/demo: foreign pod ns/x carries the label"),
+                 {"status": "Degraded", "message": f"ns/demo: foreign pod ns/x carries the label ({BACKOFF})"},
+                 id="failed-with-reason"),
+    pytest.param(job(("Complete", "True", "done"), failure="stale"), {"status": "Healthy", "message": "done"},
+                 id="reason-ignored-unless-failed"),
+    pytest.param(job(failure="early"), {"status": "Progressing", "message": ""}, id="reason-while-running"),
+    pytest.param({"apiVersion": "batch/v1", "kind": "Job", "metadata": {}, "status": None},
+                 {"status": "Progressing", "message": ""}, id="no-status"),
+]
+
+
+@pytest.mark.parametrize("obj,expected", JOB_CASES)
+def test_job_health(obj: dict, expected: dict) -> None:
+    assert luahealth.evaluate(obj, script=JOB_LUA.read_text()) == expected
+
+
+def test_job_health_in_gopher_lua(gopher_lua: Path) -> None:
+    cases = [p.values for p in JOB_CASES]
+    assert run_gopher_lua(gopher_lua, [obj for obj, _ in cases], JOB_LUA) == [want for _, want in cases]

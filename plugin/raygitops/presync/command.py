@@ -11,6 +11,7 @@ import json
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +19,14 @@ from raygitops import convert
 from raygitops.cli import guarded
 from raygitops.errors import RaygitopsError
 from raygitops.plan import load_plan
+
+if TYPE_CHECKING:
+    from raygitops.presync.kubeapi import Kube
+    from raygitops.presync.logs import Log
+
+# On the hook's Job when a run fails: its reason, one line (argocd/health/job.lua shows it).
+FAILURE_ANNOTATION = "raygitops.dev/failure"
+FAILURE_MAX_CHARS = 1000
 
 
 @click.command()
@@ -35,10 +44,13 @@ from raygitops.plan import load_plan
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--lease-seconds", type=click.IntRange(min=1), default=60, show_default=True,
               help="Lease of the recreate lock: a lock not renewed for this long is taken over.")
+@click.option("--job", default=None, metavar="NAME",
+              help="This hook's own Job (in the plan's namespace): a failed run writes its reason on it "
+                   f"({FAILURE_ANNOTATION}), where Argo CD's health check shows it.")
 @guarded
 def presync(plan_paths: tuple[str, ...], kubeconfig: str | None, context: str | None, dry_run: bool,
             timeout: int | None, drain_grace: int | None, max_parallel: int | None, wait_ready: bool | None,
-            log_format: str, lease_seconds: int) -> None:
+            log_format: str, lease_seconds: int, job: str | None) -> None:
     """PreSync hook: recreate the pods of drifted, opted-in RayClusters."""
     from raygitops.presync.kubeapi import ApiError, Kube, load_credentials
     from raygitops.presync.logs import RUN, Log
@@ -48,6 +60,8 @@ def presync(plan_paths: tuple[str, ...], kubeconfig: str | None, context: str | 
     namespaces = [p.namespace for p in plans]
     if len(set(namespaces)) != len(namespaces):
         raise RaygitopsError(f"two plans for one namespace: {', '.join(namespaces)}")
+    if job is not None and len(plans) != 1:
+        raise RaygitopsError("--job names the Job of one plan's namespace: give one --plan")
     settings = plans[0].settings
     opts = RunOptions(
         timeout=timeout if timeout is not None else settings.timeout_seconds,
@@ -71,12 +85,28 @@ def presync(plan_paths: tuple[str, ...], kubeconfig: str | None, context: str | 
     if opts.stop.is_set():
         report.interrupted = True
     log.emit("error" if report.failed else "info", RUN, "summary", report.line())
+    if report.failed and job is not None and not dry_run:
+        record_failure(kube, namespaces[0], job, report.failure_reason(), log)
     if log_format == "json":
         sys.stdout.write(json.dumps(report.to_json(), sort_keys=True) + "\n")
     else:
         sys.stdout.write(f"raygitops presync: {report.line()}\n")
     sys.stdout.flush()
     sys.exit(1 if report.failed else 0)
+
+
+def record_failure(kube: "Kube", namespace: str, job: str, reason: str, log: "Log") -> None:
+    """Write the run's one-line failure reason on its own Job, before the pod exits (so before
+    the Job turns Failed): Argo CD's health check for raygitops' Job (argocd/health/job.lua)
+    shows it as the hook's message. Best effort: the exit status alone fails the sync."""
+    from raygitops.presync.kubeapi import ApiError
+    from raygitops.presync.logs import RUN
+
+    text = reason if len(reason) <= FAILURE_MAX_CHARS else reason[:FAILURE_MAX_CHARS - 3] + "..."
+    try:
+        kube.annotate_job(namespace, job, {FAILURE_ANNOTATION: text})
+    except ApiError as err:
+        log.warn(RUN, "summary", f"could not write the failure reason on Job {namespace}/{job}: {err}")
 
 
 def stop_on_signals(stop: threading.Event) -> None:

@@ -234,6 +234,12 @@ class Kube:
         return self.request("PATCH", self._clusters(namespace, name), body=patch,
                             content_type="application/merge-patch+json", verb="patch")
 
+    def annotate_job(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
+        """Merge ``annotations`` into a Job's metadata."""
+        self.request("PATCH", f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}",
+                     body={"metadata": {"annotations": annotations}},
+                     content_type="application/merge-patch+json", verb="patch")
+
     # ------------------------------------------------------------------ pods
 
     @staticmethod

@@ -50,11 +50,7 @@ class Report:
         if self.dry_run:
             out["wouldRecreate"] = 0
         for d in self.decisions:
-            o = self.outcomes.get(d.key)
-            result = o.result if o else {
-                drift.SKIP: cycle.SKIPPED, drift.IN_SYNC: cycle.IN_SYNC, drift.RELEASE: cycle.SKIPPED,
-                drift.VERIFY: cycle.IN_SYNC, drift.FAIL: cycle.FAILED,
-            }.get(d.action, "wouldRecreate" if self.dry_run else cycle.FAILED)
+            result = self._result(d)
             name = {"in-sync": "inSync"}.get(result, result)
             out[name] = out.get(name, 0) + 1
         return out
@@ -75,6 +71,24 @@ class Report:
             parts.insert(0, f"{c['wouldRecreate']} would be recreated")
         prefix = "dry run: " if self.dry_run else ""
         return f"{prefix}{', '.join(parts)} ({self.requests} API requests, {self.seconds:.2f}s)"
+
+    def _result(self, d: drift.Decision) -> str:
+        o = self.outcomes.get(d.key)
+        return o.result if o else {
+            drift.SKIP: cycle.SKIPPED, drift.IN_SYNC: cycle.IN_SYNC, drift.RELEASE: cycle.SKIPPED,
+            drift.VERIFY: cycle.IN_SYNC, drift.FAIL: cycle.FAILED,
+        }.get(d.action, "wouldRecreate" if self.dry_run else cycle.FAILED)
+
+    def failure_reason(self) -> str:
+        """Why the run failed, in one line: each failed or deferred cluster and its reason."""
+        reasons = []
+        for d in self.decisions:
+            if self._result(d) in (cycle.FAILED, cycle.DEFERRED):
+                o = self.outcomes.get(d.key)
+                reasons.append(f"{d.key}: {o.message if o else d.reason}")
+        if self.interrupted:
+            reasons.append("stopped by a signal")
+        return " ".join("; ".join(reasons).split())  # one line
 
     def to_json(self) -> dict[str, Any]:
         clusters = []
