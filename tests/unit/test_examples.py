@@ -283,6 +283,8 @@ def test_flux_kustomizations_split_hook_and_app(kubectl: str, tmp_path: Path) ->
         assert ks["spec"]["path"] == "./examples/flux/rendered" and ks["spec"]["prune"] is True
         assert ks["spec"]["sourceRef"] == {"kind": "GitRepository", "name": "ray-apps"}
     assert presync["spec"]["wait"] is True
+    # a failed hook is retried within a minute, not after the 10 m interval (issue #21)
+    assert presync["spec"]["retryInterval"] == app["spec"]["retryInterval"] == "1m"
     assert app["spec"]["dependsOn"] == [{"name": "ray-demo-presync"}]
     # Flux must wait longer than the Job may run (hook timeout + the Job's deadline margin)
     from raygitops.hookresources import DEADLINE_MARGIN_SECONDS
