@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from click.testing import CliRunner
 
 from raygitops import k8snames
@@ -215,8 +216,6 @@ def _nested(path: tuple[str, ...], value) -> dict:
 
 def _through(source: str, setting: str, value, tmp_path: Path, out: Path) -> tuple[object, str]:
     """Render an app with ``setting`` = ``value`` given by ``source``; (result, where it names)."""
-    import yaml
-
     key_path, parameter, flag = SETTING_SOURCES[setting]
     files = {"c.yaml": cluster("c", RECREATE)}  # opted in: the hook objects are rendered
     args, env = ["render", "--out", str(out)], {}
@@ -250,8 +249,6 @@ def test_invalid_setting_is_refused_naming_its_source(tmp_path: Path, source: st
 
 @pytest.mark.parametrize("source,setting,value", _per_source(VALID_SETTINGS))
 def test_valid_setting_edges_render_from_every_source(tmp_path: Path, source: str, setting: str, value) -> None:
-    import yaml
-
     out = tmp_path / "out"
     result, _ = _through(source, setting, value, tmp_path, out)
     assert result.exit_code == 0, result.stderr
