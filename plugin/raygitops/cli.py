@@ -24,6 +24,7 @@ COMMANDS = {
     "hash": "raygitops.cli:hash_command",
     "diff": "raygitops.preview.command:diff",
     "presync": "raygitops.presync.command:presync",
+    "status": "raygitops.status.command:status",
 }
 
 
@@ -93,6 +94,8 @@ def main() -> None:
 @click.option("--hook-image", default=None, help="Image of the PreSync hook Job.")
 @click.option("--keep-upgrade-strategy/--move-upgrade-strategy", default=None,
               help="Keep spec.upgradeStrategy (KubeRay >= 1.6) instead of moving it to the annotation.")
+@click.option("--kuberay-version", default=None, metavar="VERSION",
+              help="The KubeRay operator the app runs on (e.g. 1.6.2): refuse what it would drop.")
 # Numbers arrive as text and are checked with every other source's values (raygitops.settings),
 # so a bad one is the product's one-line error naming the flag, not a usage error.
 @click.option("--drain-grace", "drain_grace_seconds", default=None, metavar="SECONDS")

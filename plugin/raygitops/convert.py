@@ -74,3 +74,20 @@ def _checked(what: str, problem_of: Callable[[str], str | None]) -> Callable[[An
 
 namespace = _checked("namespace", k8snames.dns1123_label)  # the API server's namespace rule
 image = _checked("image", k8snames.image_reference)  # the kubelet's reference grammar
+
+
+_VERSION = re.compile(r"v?(0|[1-9][0-9]{0,3})\.(0|[1-9][0-9]{0,3})(?:\.(0|[1-9][0-9]{0,3}))?")
+
+
+def kuberay_version(value: Any) -> str:
+    """A KubeRay operator version, ``1.6``, ``1.6.2`` or ``v1.6.2``; returned without the ``v``."""
+    text = value if isinstance(value, str) else None
+    match = _VERSION.fullmatch(text.strip()) if text is not None else None
+    if match is None:
+        raise ValueError(f"expected a KubeRay version such as 1.6.2, got {k8snames.shown(value)}")
+    return ".".join(part for part in match.groups() if part is not None)
+
+
+def version_tuple(version: str) -> tuple[int, ...]:
+    """``"1.6.2"`` → ``(1, 6, 2)`` (for a version :func:`kuberay_version` accepted)."""
+    return tuple(int(part) for part in version.split("."))

@@ -32,9 +32,12 @@ class ClusterPlan:
     pod_spec: PodShapingSpec
     suspend: bool = False
     owner: str | None = None
+    # The applied spec keeps ``upgradeStrategy.type: Recreate``: a KubeRay >= 1.6 operator
+    # recreates the pods itself when its own spec hash changes (docs/kuberay-1.6.md).
+    native: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "name": self.name,
             "strategy": self.strategy,
             "suspend": self.suspend,
@@ -42,6 +45,9 @@ class ClusterPlan:
             "hashes": self.hashes.to_json(),
             "podSpec": self.pod_spec.to_json(),
         }
+        if self.native:  # absent otherwise: plans without it keep their digest
+            data["nativeRecreate"] = True
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ClusterPlan":
@@ -52,6 +58,7 @@ class ClusterPlan:
             pod_spec=PodShapingSpec.from_json(data["podSpec"]),
             suspend=bool(data.get("suspend", False)),
             owner=data.get("owner"),
+            native=data.get("nativeRecreate") is True,
         )
 
 

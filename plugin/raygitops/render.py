@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops import strategy
+from raygitops import native, strategy
 from raygitops.errors import RaygitopsError
 from raygitops.hashing import (
     HASHES_ANNOTATION,
@@ -107,15 +107,29 @@ def _check_accepted(group: str, kind: str, obj: dict[str, Any]) -> None:
         raise RaygitopsError(problem)
 
 
+def _check_operator_knows_upgrade_strategy(version: str | None) -> None:
+    """A kept ``spec.upgradeStrategy`` for an operator older than 1.6 would be dropped by its
+    CRD (pruned, or refused under strict field validation): the user's intent would vanish."""
+    if version is not None and not native.knows_upgrade_strategy(version):
+        raise RaygitopsError(
+            f"spec.upgradeStrategy: KubeRay {version} does not know this field (added in "
+            f"{native.FIRST_VERSION}); its CRD drops it, so the operator would never recreate. "
+            "Drop keepUpgradeStrategy (raygitops then carries the strategy in the "
+            f"{strategy.STRATEGY_ANNOTATION} annotation) or correct kuberayVersion"
+        )
+
+
 def _render_cluster(doc: Document, namespace: str, settings: Settings) -> RenderedCluster:
     obj = doc.obj
     if "name" not in obj["metadata"]:
         raise RaygitopsError("RayCluster needs metadata.name (generateName cannot be tracked)")
     spec = obj.get("spec")
     shaping: PodShapingSpec = pod_shaping_spec(spec)  # validates the spec first
-    chosen = strategy.cluster_strategy(obj)
+    chosen = strategy.cluster_strategy(obj, keep=settings.keep_upgrade_strategy)
     if not settings.keep_upgrade_strategy:
         strategy.move_strategy_to_annotation(obj, chosen)
+    elif "upgradeStrategy" in spec:
+        _check_operator_knows_upgrade_strategy(settings.kuberay_version)
     hashes = hash_spec(shaping)
     _write_hashes(spec, hashes)
     # The plan carries the stamped templates: the hook's resume patch writes them, and pods
@@ -129,6 +143,7 @@ def _render_cluster(doc: Document, namespace: str, settings: Settings) -> Render
         pod_spec=shaping,
         suspend=spec.get("suspend") is True,
         owner=strategy.cluster_owner(obj),
+        native=strategy.native_recreate(obj),
     )
     return RenderedCluster(namespace, cluster.name, cluster, spec, f"{doc.path}:{doc.line}")
 
@@ -175,7 +190,10 @@ def render_documents(
         max_parallel=settings.max_parallel,
         wait_ready=settings.wait_ready,
     )
-    namespaces = sorted({c.namespace for c in result.clusters if c.plan.strategy == strategy.RECREATE})
+    # A namespace gets the hook when a cluster opts in, or asks for the operator's own
+    # Recreate: the hook then recreates nothing there but checks it will work (the arming
+    # trap, a CRD that drops the field) and says so.
+    namespaces = sorted({c.namespace for c in result.clusters if c.plan.strategy == strategy.RECREATE or c.plan.native})
     for ns in namespaces:
         plan = Plan(
             namespace=ns,

@@ -32,6 +32,9 @@ class Settings:
     namespace: str | None = None
     exclude: list[str] = field(default_factory=list)
     keep_upgrade_strategy: bool = False
+    # The KubeRay operator the app is deployed to, when known: render refuses a kept
+    # spec.upgradeStrategy it would drop, diff predicts what that operator does.
+    kuberay_version: str | None = None
     hook_image: str = DEFAULT_IMAGE
     drain_grace_seconds: int = 60
     timeout_seconds: int = 900
@@ -48,6 +51,7 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "namespace": convert.namespace,
     "exclude": convert.string_list,
     "keep_upgrade_strategy": convert.boolean,
+    "kuberay_version": convert.kuberay_version,
     "hook_image": convert.image,
     "drain_grace_seconds": convert.integer_in(*convert.DRAIN_GRACE_SECONDS),
     "timeout_seconds": convert.integer_in(*convert.TIMEOUT_SECONDS),
@@ -57,17 +61,19 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
 }
 # config-file key -> Settings field; "hook" keys are nested under `hook:`.
 _TOP_KEYS = {"values": "values_files", "namespace": "namespace", "exclude": "exclude",
-             "keepUpgradeStrategy": "keep_upgrade_strategy"}
+             "keepUpgradeStrategy": "keep_upgrade_strategy", "kuberayVersion": "kuberay_version"}
 _HOOK_KEYS = {"image": "hook_image", "drainGraceSeconds": "drain_grace_seconds", "timeoutSeconds": "timeout_seconds",
               "maxParallel": "max_parallel", "waitReady": "wait_ready", "jobNameWithPlanHash": "hook_name_suffix"}
 # Argo CD parameter name -> Settings field; `values-files` and `values` handled apart.
-PARAMETERS = {"namespace": "namespace", "keep-upgrade-strategy": "keep_upgrade_strategy", "hook-image": "hook_image",
+PARAMETERS = {"namespace": "namespace", "keep-upgrade-strategy": "keep_upgrade_strategy",
+              "kuberay-version": "kuberay_version", "hook-image": "hook_image",
               "drain-grace-seconds": "drain_grace_seconds", "timeout-seconds": "timeout_seconds",
               "max-parallel": "max_parallel", "wait-ready": "wait_ready"}
 # Settings field -> the `raygitops render` flag that sets it (named in errors).
 FLAGS = {"namespace": "--namespace", "hook_image": "--hook-image", "drain_grace_seconds": "--drain-grace",
          "timeout_seconds": "--timeout", "max_parallel": "--max-parallel", "wait_ready": "--wait-ready",
-         "keep_upgrade_strategy": "--keep-upgrade-strategy", "hook_name_suffix": "--flux"}
+         "keep_upgrade_strategy": "--keep-upgrade-strategy", "kuberay_version": "--kuberay-version",
+         "hook_name_suffix": "--flux"}
 
 
 def _set(settings: Settings, attr: str, value: Any, where: Callable[[str], RaygitopsError]) -> None:

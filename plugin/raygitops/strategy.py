@@ -53,20 +53,32 @@ def _spec_strategy(spec: Any) -> str | None:
     return value
 
 
-def cluster_strategy(obj: dict[str, Any]) -> str:
-    """The strategy of a RayCluster: annotation or ``spec.upgradeStrategy``; None if unset."""
+def cluster_strategy(obj: dict[str, Any], keep: bool = False) -> str:
+    """Whether raygitops recreates the cluster: the annotation, else ``spec.upgradeStrategy``;
+    None if neither.
+
+    With ``keep`` (``keepUpgradeStrategy``: the field stays for a KubeRay >= 1.6 operator)
+    the two may differ: the annotation is raygitops' choice and the field the operator's,
+    so ``raygitops.dev/upgrade-strategy: None`` leaves a natively recreated cluster to
+    KubeRay.  Otherwise the field becomes the annotation and the two must agree."""
     annotation = _annotations(obj).get(STRATEGY_ANNOTATION)
     if annotation is not None and annotation not in STRATEGIES:
         raise RaygitopsError(
             f"annotation {STRATEGY_ANNOTATION}={annotation!r} is not Recreate or None"
         )
     field = _spec_strategy(obj.get("spec"))
-    if annotation is not None and field is not None and annotation != field:
+    if annotation is not None and field is not None and annotation != field and not keep:
         raise RaygitopsError(
             f"annotation {STRATEGY_ANNOTATION}={annotation} contradicts "
-            f"spec.upgradeStrategy.type={field}"
+            f"spec.upgradeStrategy.type={field} (to leave the field to a KubeRay >= 1.6 "
+            "operator and the annotation to raygitops, set keepUpgradeStrategy: true)"
         )
     return annotation or field or NONE
+
+
+def native_recreate(obj: dict[str, Any]) -> bool:
+    """Whether the manifest asks the KubeRay >= 1.6 operator itself to recreate the pods."""
+    return _spec_strategy(obj.get("spec")) == RECREATE
 
 
 def move_strategy_to_annotation(obj: dict[str, Any], strategy: str) -> None:

@@ -403,6 +403,9 @@ def test_an_unschedulable_recreate_fails_every_run_until_fixed(app: App):
     live = app.cluster()
     assert json.loads(live["metadata"]["annotations"][LAST])["outcome"] == "Failed"
     assert live["metadata"]["annotations"]["raygitops.dev/last-recreate-outcome"] == "Failed"
+    code, status = app.status()  # `raygitops status` says so too
+    (demo,) = status["clusters"]
+    assert code == 3 and demo["state"] == "failed" and demo["lastRecreate"]["outcome"] == "Failed", demo
     # Argo CD's health check never calls it Healthy meanwhile (whatever status.state says)
     app.plane.wait_for(lambda: luahealth.evaluate(app.cluster())["status"] == "Degraded", timeout=30,
                        message="Degraded after the failed recreate")
@@ -415,3 +418,4 @@ def test_an_unschedulable_recreate_fails_every_run_until_fixed(app: App):
     app.plane.wait_for(lambda: luahealth.evaluate(app.cluster())["status"] == "Healthy", timeout=30,
                        message="Healthy after the fixing recreate")
     app.apply(fixed)
+    assert app.status()[0] == 0

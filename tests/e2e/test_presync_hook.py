@@ -136,6 +136,14 @@ class App:
         self.apply(objs)
         return report
 
+    def status(self, *extra: str) -> tuple[int, dict[str, Any]]:
+        """``raygitops status`` of the app against the cluster: (exit code, JSON report)."""
+        res = subprocess.run([sys.executable, "-m", "raygitops", "status", str(self.dir), "--kubeconfig",
+                              self.plane.kubeconfig, "--format", "json", *extra],
+                             capture_output=True, text=True, env=self.hook_env(), timeout=120)
+        assert res.returncode in (0, 3), res.stderr
+        return res.returncode, json.loads(res.stdout)
+
     # ------------------------------------------------------------------ observations
 
     def pods(self, cluster: str = "demo") -> list[dict[str, Any]]:

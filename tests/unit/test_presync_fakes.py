@@ -112,6 +112,7 @@ class FakeKube:
         self.delete_graces: list[int | None] = []
         self.fail_next: list[Exception] = []  # raised by the next calls (any method)
         self.deadline: float | None = None  # set by the run, as on the real client
+        self.crd_has_upgrade_strategy = True  # KubeRay >= 1.6 CRD
 
     # ---------------------------------------------------------------- helpers for tests
 
@@ -216,6 +217,10 @@ class FakeKube:
         with self.lock:
             obj = self.clusters.get((namespace, name))
             return copy.deepcopy(obj) if obj else None
+
+    def knows_upgrade_strategy(self, namespace: str, name: str) -> bool:
+        self._count("dry-run")
+        return self.crd_has_upgrade_strategy
 
     def patch_cluster(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         self._count("patch")

@@ -86,11 +86,12 @@ def test_parameter_announcements_match_settings() -> None:
     settings = Settings()
     apply_parameters(settings, defaults)
     assert settings == Settings()
-    # every announced string parameter is accepted by render
+    # every announced string parameter is accepted by render (a version must look like one)
+    examples = {"kuberay-version": "1.6.2"}
     for name, p in static.items():
         if p.get("collectionType", "string") == "string" and "string" not in p:
             settings = Settings()
-            apply_parameters(settings, [{"name": name, "string": "x-example"}])
+            apply_parameters(settings, [{"name": name, "string": examples.get(name, "x-example")}])
 
 
 # ----------------------------------------------------------------------------- discovery
@@ -304,6 +305,7 @@ def test_generate_with_parameters(sandbox: Path, generate) -> None:
         {"name": "max-parallel", "string": "2"},
         {"name": "wait-ready", "string": "false"},
         {"name": "keep-upgrade-strategy", "string": "true"},
+        {"name": "kuberay-version", "string": "v1.6.2"},
     ]
     assert {p["name"] for p in params} == {p["name"] for p in SPEC["parameters"]["static"]}
     res = generate(copy, params)

@@ -18,10 +18,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from raygitops.crddefaults import strip_defaults
 from raygitops.hashing import HASH_ANNOTATION, HASHES_ANNOTATION, GroupHashes, hash_cluster, is_h1
+from raygitops.native import HASH_ANNOTATION as NATIVE_HASH_ANNOTATION
 from raygitops.plan import ClusterPlan
 from raygitops.presync import lock as locks
-from raygitops.presync.defaults import strip_defaults
 from raygitops.strategy import RECREATE, cluster_owner
 
 CLUSTER_LABEL = "ray.io/cluster"
@@ -59,13 +60,14 @@ class Decision:
     source: dict[str, Any] | None = None  # hashes the pods run now ("from")
     resource_version: str | None = None  # of the live RayCluster the decision was made on
     outside_git: bool = False  # suspended by somebody else: the cycle only has to resume it
+    warnings: list[str] = field(default_factory=list)  # said, never a failure (native_warnings)
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "namespace": self.namespace,
             "name": self.name,
             "decision": self.action,
@@ -73,6 +75,9 @@ class Decision:
             "pods": self.pods,
             "drift": {k: v.to_json() for k, v in self.drift.items()},
         }
+        if self.warnings:
+            data["warnings"] = list(self.warnings)
+        return data
 
 
 def meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -178,7 +183,7 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
             d.pods = sum(1 for p in pods if not terminating(p))
         return d
     if plan.strategy != RECREATE:
-        d.reason = f"not opted in (strategy {plan.strategy})"
+        d.reason = (NATIVE_ONLY if plan.native else f"not opted in (strategy {plan.strategy})")
         return d
     if plan.suspend:
         d.reason = "desired spec.suspend is true"
@@ -250,6 +255,44 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
             d.reason = (f"every pod runs the desired template, but the recreate to it ended {unverified}: "
                         "not in sync until the cluster is seen ready")
     return d
+
+
+NATIVE_ONLY = ("left to KubeRay's native Recreate (spec.upgradeStrategy.type: Recreate, "
+               "raygitops.dev/upgrade-strategy: None): the operator replaces the pods itself "
+               "after the sync when its spec hash changes; raygitops does not gate it")
+
+
+def native_warnings(plan: ClusterPlan, live: dict[str, Any] | None, pods: list[dict[str, Any]],
+                    crd_knows: bool | None, recreating: bool) -> list[str]:
+    """What would keep KubeRay's native Recreate from acting on a cluster whose desired spec
+    asks for it (``plan.native``); ``crd_knows``: whether the live RayCluster CRD has
+    ``spec.upgradeStrategy`` (None: not known); ``recreating``: the hook recreates the
+    cluster now (its new pods are stamped by the operator, so the trap is moot).
+
+    - a CRD older than KubeRay 1.6 drops the field: the operator never recreates;
+    - the arming trap: the operator compares its spec hash with the annotation on the head
+      pod and does nothing when the head pod has none (created by KubeRay 1.5, before an
+      operator upgrade), so the first change after it recreates nothing."""
+    if not plan.native or live is None:
+        return []
+    if crd_knows is False:
+        return ["spec.upgradeStrategy is unknown to this cluster's RayCluster CRD (KubeRay "
+                "older than 1.6): the API server drops it and the operator never recreates "
+                "the pods; upgrade KubeRay or let raygitops recreate "
+                "(raygitops.dev/upgrade-strategy: Recreate)"]
+    uid = meta(live).get("uid")
+    heads = [p for p in pods if not terminating(p) and owned_by(p, uid) and group_key(p) == "head"]
+    unarmed = [meta(p).get("name") for p in heads if not annotations(p).get(NATIVE_HASH_ANNOTATION)]
+    if not unarmed or recreating:
+        return []
+    who = ("a change that only the operator's hash sees (serviceType, headServiceAnnotations, "
+           "...) will not reach the pods until raygitops recreates them once"
+           if plan.strategy == RECREATE else
+           "this change will NOT reach the pods; opt in to raygitops for it "
+           "(raygitops.dev/upgrade-strategy: Recreate) or delete the pods once")
+    return [f"native Recreate is not armed: head pod {', '.join(sorted(unarmed))} carries no "
+            f"{NATIVE_HASH_ANNOTATION} (created by KubeRay older than 1.6), so the operator "
+            f"compares no hash and recreates nothing: {who}"]
 
 
 def last_recreate(live: dict[str, Any]) -> dict[str, Any] | None:

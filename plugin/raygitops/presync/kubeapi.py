@@ -234,6 +234,29 @@ class Kube:
         return self.request("PATCH", self._clusters(namespace, name), body=patch,
                             content_type="application/merge-patch+json", verb="patch")
 
+    def knows_upgrade_strategy(self, namespace: str, name: str) -> bool:
+        """Whether the live RayCluster CRD has ``spec.upgradeStrategy`` (KubeRay >= 1.6): a
+        server-side dry run (nothing is stored) setting it on an existing RayCluster with
+        strict field validation, which a CRD without the field refuses.  It needs only the
+        Role's ``patch``, where reading the CRD would need a ClusterRole."""
+        try:
+            self.request("PATCH", self._clusters(namespace, name), {"dryRun": "All", "fieldValidation": "Strict"},
+                         body={"spec": {"upgradeStrategy": {"type": "Recreate"}}},
+                         content_type="application/merge-patch+json", verb="dry-run")
+        except ApiError as err:
+            if err.status in (400, 422) and "upgradeStrategy" in err.message:
+                return False
+            raise
+        return True
+
+    def get_raycluster_crd(self) -> dict[str, Any] | None:
+        """The RayCluster CRD (``raygitops status`` reads its schema; the hook has no right to)."""
+        try:
+            return self.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/rayclusters.ray.io",
+                                verb="get")
+        except NotFound:
+            return None
+
     def annotate_job(self, namespace: str, name: str, annotations: dict[str, str]) -> None:
         """Merge ``annotations`` into a Job's metadata."""
         self.request("PATCH", f"/apis/batch/v1/namespaces/{quote(namespace)}/jobs/{quote(name)}",

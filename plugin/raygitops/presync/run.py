@@ -128,10 +128,12 @@ def decide_namespace(kube: Any, plan: Plan, log: Log) -> list[drift.Decision]:
         return [_failed(log, drift.Decision(ns, e.name, drift.FAIL, f"cannot read namespace {ns}: {err}"))
                 for e in plan.clusters]
     by_cluster = drift.pods_by_cluster(pods)
+    crd_knows, probe_problem = _native_probe(kube, ns, [e.name for e in plan.clusters if e.native and e.name in live])
     decisions = []
     for entry in plan.clusters:
+        cluster_pods = by_cluster.get(entry.name, [])
         try:
-            d = drift.decide(ns, entry, live.get(entry.name), by_cluster.get(entry.name, []))
+            d = drift.decide(ns, entry, live.get(entry.name), cluster_pods)
         except Exception as err:  # noqa: BLE001 - one unexpected live object fails one cluster
             d = drift.Decision(ns, entry.name, drift.FAIL, f"cannot evaluate: {type(err).__name__}: {err}")
         if d.action == drift.FAIL:
@@ -139,8 +141,27 @@ def decide_namespace(kube: Any, plan: Plan, log: Log) -> list[drift.Decision]:
         else:
             level = "warn" if (d.action == drift.SKIP and "owned by" in d.reason) or d.outside_git else "info"
             log.emit(level, d.key, "decide", f"{d.action}: {d.reason}", pods=d.pods)
+            if probe_problem and entry.native:
+                d.warnings.append(probe_problem)
+            d.warnings += drift.native_warnings(entry, live.get(entry.name), cluster_pods, crd_knows,
+                                                recreating=d.action == drift.RECREATE_ACTION)
+            for warning in d.warnings:
+                log.warn(d.key, "native", warning)
         decisions.append(d)
     return decisions
+
+
+def _native_probe(kube: Any, ns: str, names: list[str]) -> tuple[bool | None, str | None]:
+    """Whether the RayCluster CRD knows ``spec.upgradeStrategy``, probed on the first live
+    cluster of the plan that asks for the operator's own Recreate (None: no such cluster, or
+    the probe failed and the second item says why).  Only ever a warning: it never fails the
+    run."""
+    if not names:
+        return None, None
+    try:
+        return bool(kube.knows_upgrade_strategy(ns, names[0])), None
+    except ApiError as err:
+        return None, f"could not check whether the RayCluster CRD knows spec.upgradeStrategy: {err}"
 
 
 def _failed(log: Log, d: drift.Decision) -> drift.Decision:

@@ -37,6 +37,10 @@ def use_color(stream: Any, choice: bool | None) -> bool:
 @click.argument("path", default=".", metavar="[PATH]")
 @click.option("--values", "-f", "values", multiple=True,
               help="Values file for *.j2 templates, used on both sides (repeatable).")
+@click.option("--keep-upgrade-strategy/--move-upgrade-strategy", default=None,
+              help="As for render: keep spec.upgradeStrategy (KubeRay >= 1.6).")
+@click.option("--kuberay-version", default=None, metavar="VERSION",
+              help="The KubeRay operator the app runs on (e.g. 1.6.2), as for render.")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "text"]),
               default="text", show_default=True)
 @click.option("--exit-code", is_flag=True,
@@ -45,16 +49,16 @@ def use_color(stream: Any, choice: bool | None) -> bool:
               help="Colour the text format (default: on a terminal, unless NO_COLOR is set).")
 @guarded
 def diff(base: str, head: str, path: str, values: tuple[str, ...], fmt: str, exit_code: bool,
-         color: bool | None) -> None:
+         color: bool | None, **overrides: Any) -> None:
     """Preview what merging HEAD into BASE does to each RayCluster of the app at PATH.
 
     A directory side renders DIR/PATH; a revision renders PATH as committed at that
     revision, from a temporary checkout (the working tree is never touched).
     """
-    from raygitops.preview.impact import RECREATE_CLASS, classify
+    from raygitops.preview.impact import classify
     from raygitops.preview.revisions import render_sides
 
-    base_side, head_side = render_sides(base, head, path, cli_values=list(values))
+    base_side, head_side = render_sides(base, head, path, cli_values=list(values), overrides=overrides)
     report = classify(base_side.result, head_side.result)
     report.notes.extend(base_side.notes + head_side.notes)
     if fmt == "json":
@@ -72,5 +76,5 @@ def diff(base: str, head: str, path: str, values: tuple[str, ...], fmt: str, exi
                                   color=use_color(sys.stdout, color))
     sys.stdout.write(text)
     sys.stdout.flush()
-    if exit_code and report.count(RECREATE_CLASS):
+    if exit_code and report.recreated:
         sys.exit(EXIT_RECREATE)

@@ -4,6 +4,9 @@ Classes, one per RayCluster matched by namespace/name:
 
 - ``recreate``  — opted in (strategy Recreate at head) and a group's template hash changed:
   the PreSync hook deletes every pod of the cluster and KubeRay creates them again;
+- ``native-recreate`` — the spec keeps ``upgradeStrategy: Recreate`` for a KubeRay >= 1.6
+  operator and the operator's own spec hash changed: KubeRay deletes every pod once the
+  sync applies the new spec (after the sync, not gated by the hook; raygitops.native);
 - ``stale``     — a group's hash changed but the cluster is not opted in (or is owned by a
   RayJob/RayService, which raygitops never recreates): the running pods keep the old template;
 - ``in-place``  — only fields outside the hash changed (replicas, autoscaling bounds, labels,
@@ -16,19 +19,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from raygitops import native
 from raygitops.hashing import GroupHashes
 from raygitops.preview.changes import FieldChange, field_changes
 from raygitops.render import RenderedCluster, RenderResult, is_raycluster
 from raygitops.strategy import RECREATE
 
 RECREATE_CLASS = "recreate"
+NATIVE_CLASS = "native-recreate"
 STALE = "stale"
 IN_PLACE = "in-place"
 CREATE = "create"
 DELETE = "delete"
 UNCHANGED = "unchanged"
 # Report order: what needs attention first.
-CLASSES = (RECREATE_CLASS, STALE, DELETE, CREATE, IN_PLACE, UNCHANGED)
+CLASSES = (RECREATE_CLASS, NATIVE_CLASS, STALE, DELETE, CREATE, IN_PLACE, UNCHANGED)
 
 HOOK_LABEL = ("app.kubernetes.io/managed-by", "raygitops")
 # KubeRay defaults (ray-operator apis/ray/v1 raycluster_types.go).
@@ -154,11 +159,17 @@ class Report:
     def count(self, klass: str) -> int:
         return sum(1 for c in self.clusters if c.klass == klass)
 
-    def pods(self, klass: str) -> PodCount:
+    def pods(self, *klasses: str) -> PodCount:
         total = PodCount()
-        for c in self.by_class(klass):
-            total = total + c.pods
+        for klass in klasses:
+            for c in self.by_class(klass):
+                total = total + c.pods
         return total
+
+    @property
+    def recreated(self) -> int:
+        """Clusters whose pods this merge replaces, by the hook or by the operator."""
+        return self.count(RECREATE_CLASS) + self.count(NATIVE_CLASS)
 
     @property
     def changed(self) -> list[ClusterImpact]:
@@ -167,7 +178,7 @@ class Report:
     @property
     def verdict(self) -> str:
         """``recreate``, ``stale``, ``changes`` or ``none``."""
-        if self.count(RECREATE_CLASS):
+        if self.recreated:
             return "recreate"
         if self.count(STALE):
             return "stale"
@@ -327,6 +338,12 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
                         "as drift)")
         impact.reason = (f"opted in (Recreate) and {' and '.join(what)}: every pod is deleted "
                          "and created again")
+    elif plan_h.native and native.spec_hash_changes(base.spec, head.spec):
+        impact.klass = NATIVE_CLASS
+        impact.pods = impact.pods_total
+        impact.reason = ("spec.upgradeStrategy: Recreate and the KubeRay operator's own spec "
+                         "hash changed: KubeRay deletes every pod when the sync applies the new "
+                         "spec (after the sync; the PreSync hook does not gate it)")
     elif changed:
         impact.klass = STALE
         impact.pods = pods_of(head.spec, [g.group for g in changed])
@@ -355,6 +372,12 @@ def _notes(impact: ClusterImpact, plan_b: Any, plan_h: Any) -> None:
             impact.notes.append("newly opted in: if the running pods still carry an older "
                                 "template (an earlier change left them stale), the PreSync "
                                 "hook recreates them on this sync")
+    if plan_h.native:
+        impact.notes.append(
+            "KubeRay's native Recreate (spec.upgradeStrategy) acts only on a head pod that an "
+            f"operator of the same version created (annotation {native.HASH_ANNOTATION}); on "
+            "a head pod made by KubeRay 1.5 nothing is recreated: run `raygitops presync "
+            "--dry-run` against the cluster to check (docs/kuberay-1.6.md)")
     if plan_h.owner and plan_h.strategy == RECREATE:
         impact.notes.append(f"owned by {plan_h.owner}: the PreSync hook skips it despite "
                             "the Recreate opt-in")

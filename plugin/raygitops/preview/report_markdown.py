@@ -16,6 +16,7 @@ from raygitops.preview.impact import (
     CREATE,
     DELETE,
     IN_PLACE,
+    NATIVE_CLASS,
     RECREATE_CLASS,
     STALE,
     UNCHANGED,
@@ -31,7 +32,7 @@ DEFAULT_BUDGET = GITHUB_LIMIT - 1536
 MAX_CHANGES_SHOWN = 100
 MARKER = "<!-- raygitops-diff"
 
-ICONS = {RECREATE_CLASS: "🔁", STALE: "🟡", IN_PLACE: "✏️", CREATE: "➕", DELETE: "➖",
+ICONS = {RECREATE_CLASS: "🔁", NATIVE_CLASS: "♻️", STALE: "🟡", IN_PLACE: "✏️", CREATE: "➕", DELETE: "➖",
          UNCHANGED: "·"}
 
 
@@ -146,8 +147,9 @@ def render(report: Report, base: Any, head: Any, *, budget: int = DEFAULT_BUDGET
 
     text = core(rows, None)
     if len(text) > budget:  # extreme: fold the least serious rows, never recreate/stale
-        keep = [c for c in changed if c.klass in (RECREATE_CLASS, STALE)]
-        fold = [c for c in changed if c.klass not in (RECREATE_CLASS, STALE)]
+        serious = (RECREATE_CLASS, NATIVE_CLASS, STALE)
+        keep = [c for c in changed if c.klass in serious]
+        fold = [c for c in changed if c.klass not in serious]
         while fold and len(text) > budget:
             fold = fold[: len(fold) - max(1, len(fold) // 10)]
             folded_count = len(changed) - len(keep) - len(fold)

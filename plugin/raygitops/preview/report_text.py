@@ -11,6 +11,7 @@ from raygitops.preview.impact import (
     CREATE,
     DELETE,
     IN_PLACE,
+    NATIVE_CLASS,
     RECREATE_CLASS,
     STALE,
     UNCHANGED,
@@ -18,7 +19,7 @@ from raygitops.preview.impact import (
 )
 from raygitops.preview.wording import change_kind, others_line, plural, pods, value, verdict
 
-COLOURS = {RECREATE_CLASS: "red", STALE: "yellow", IN_PLACE: "cyan", CREATE: "green",
+COLOURS = {RECREATE_CLASS: "red", NATIVE_CLASS: "red", STALE: "yellow", IN_PLACE: "cyan", CREATE: "green",
            DELETE: "magenta", UNCHANGED: None}
 OP_MARKS = {"add": "+", "remove": "-", "replace": "~", "move": ">", "copy": "+"}
 

@@ -187,13 +187,15 @@ def _relocate_result(result: RenderResult, temp: str, shown: str) -> None:
 
 def render_side(
     side: Side, *, cli_values: list[str], env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
 ) -> RenderedSide:
     """Render one side; every error is re-raised naming the side."""
     from raygitops.pipeline import render_app
 
     if side.kind != REVISION:
         try:
-            return RenderedSide(side, render_app(side.path, cli_values=cli_values, env=env))
+            return RenderedSide(side, render_app(side.path, cli_values=cli_values, env=env,
+                                                 overrides=overrides))
         except RaygitopsError as err:
             raise _side_error(side.name, err) from None
     temp = tempfile.mkdtemp(prefix=f"raygitops-{side.name}-")
@@ -207,7 +209,7 @@ def render_side(
             return RenderedSide(side, None, [note])
         shown_target = str(target)
         try:
-            result = render_app(shown_target, cli_values=cli_values, env=env)
+            result = render_app(shown_target, cli_values=cli_values, env=env, overrides=overrides)
         except RaygitopsError as err:
             if err.path:
                 err.path = _relocate_text(err.path, shown_target, side.path)
@@ -221,15 +223,15 @@ def render_side(
 
 def render_sides(
     base: str, head: str, path: str = ".", *, cli_values: list[str] | None = None,
-    env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None,
 ) -> tuple[RenderedSide, RenderedSide]:
-    """Resolve and render both sides with the same settings."""
+    """Resolve and render both sides with the same settings (``overrides``: render's flags)."""
     values = list(cli_values or [])
     base_side = resolve_side("base", base, path)
     head_side = resolve_side("head", head, path)
     rendered = (
-        render_side(base_side, cli_values=values, env=env),
-        render_side(head_side, cli_values=values, env=env),
+        render_side(base_side, cli_values=values, env=env, overrides=overrides),
+        render_side(head_side, cli_values=values, env=env, overrides=overrides),
     )
     if rendered[0].result is None and rendered[1].result is None:
         raise RaygitopsError(f"{path!r} exists at neither base ({base}) nor head ({head})")

@@ -10,6 +10,7 @@ from raygitops.preview.impact import (
     CREATE,
     DELETE,
     IN_PLACE,
+    NATIVE_CLASS,
     RECREATE_CLASS,
     STALE,
     PodCount,
@@ -28,10 +29,12 @@ def pods(count: PodCount) -> str:
 
 def verdict(report: Report) -> str:
     """One line saying what the merge does, most serious first."""
-    recreate, stale = report.count(RECREATE_CLASS), report.count(STALE)
+    recreate, stale = report.recreated, report.count(STALE)
     if recreate:
         line = f"This merge recreates {plural(recreate, 'RayCluster')} " \
-               f"({pods(report.pods(RECREATE_CLASS))})"
+               f"({pods(report.pods(RECREATE_CLASS, NATIVE_CLASS))})"
+        if report.count(NATIVE_CLASS):
+            line += f", {report.count(NATIVE_CLASS)} of them by KubeRay's native Recreate after the sync"
         if stale:
             line += f", and leaves {stale} stale ({pods(report.pods(STALE))} keep the old template)"
         return line

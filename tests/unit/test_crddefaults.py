@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from raygitops.hashing import hash_cluster
-from raygitops.presync.defaults import all_default_paths, strip_defaults
+from raygitops.crddefaults import all_default_paths, strip_defaults
 
 from test_presync_fakes import cluster_spec, with_crd_defaults
 
@@ -35,7 +35,7 @@ def _crd_defaults(path) -> list[tuple[str, object]]:
     return out
 
 
-@pytest.mark.parametrize("version", ["kuberay-v1.5.0"])
+@pytest.mark.parametrize("version", ["kuberay-v1.5.0", "kuberay-v1.6.2"])
 def test_table_covers_every_crd_default(version):
     crd = CRDS / version / "ray.io_rayclusters.yaml" if CRDS else None
     if crd is None or not crd.is_file():

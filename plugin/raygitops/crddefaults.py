@@ -8,8 +8,9 @@ h1 hash) it strips those known defaults from BOTH sides, so that a defaulted fie
 looks like drift (upgrading raygitops must never recreate a pod).
 
 The table is the set of ``default:`` entries of the KubeRay v1.5.0 RayCluster CRD
-(``config/crd/bases/ray.io_rayclusters.yaml``), written relative to where they apply.
-``tests/unit/test_presync_defaults.py`` checks it against the CRD file.  A value is dropped
+(``config/crd/bases/ray.io_rayclusters.yaml``; v1.6.2 has the same), written relative to
+where they apply.
+``tests/unit/test_crddefaults.py`` checks it against the CRD file.  A value is dropped
 only where it equals its default: an explicit non-default value is kept.
 """
 

@@ -1,0 +1,41 @@
+"""Read what ``raygitops status`` compares with Git (the only I/O of the status command):
+per namespace, the RayClusters and the Ray pods (two LIST requests), and the RayCluster CRD
+once when a cluster keeps ``spec.upgradeStrategy``.  Read-only: nothing is written."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from raygitops.presync import drift
+from raygitops.presync.kubeapi import ApiError, Kube
+from raygitops.render import RenderResult
+from raygitops.status.assess import ClusterStatus, assess, crd_knows_upgrade_strategy
+
+
+def _crd_knows(kube: Kube) -> tuple[bool | None, str | None]:
+    try:
+        crd = kube.get_raycluster_crd()
+    except ApiError as err:
+        return None, f"could not read the RayCluster CRD to check spec.upgradeStrategy: {err}"
+    if crd is None:
+        return None, "the RayCluster CRD is not installed"
+    return crd_knows_upgrade_strategy(crd), None
+
+
+def statuses(kube: Kube, result: RenderResult) -> list[ClusterStatus]:
+    """The status of every RayCluster the app renders, in render order."""
+    crd_knows, problem = _crd_knows(kube) if any(c.plan.native for c in result.clusters) else (None, None)
+    live: dict[str, tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]] = {}
+    out = []
+    for cluster in result.clusters:
+        ns = cluster.namespace
+        if ns not in live:
+            clusters = {drift.meta(c).get("name"): c for c in kube.list_clusters(ns)}
+            pods, _ = kube.list_pods(ns, drift.CLUSTER_LABEL)
+            live[ns] = (clusters, drift.pods_by_cluster(pods))
+        clusters, pods_by = live[ns]
+        status = assess(cluster, clusters.get(cluster.name), pods_by.get(cluster.name, []), crd_knows)
+        if problem and cluster.plan.native:
+            status.warnings.insert(0, problem)
+        out.append(status)
+    return out
