@@ -2,6 +2,7 @@
 # Build the e2e control plane from the Go module proxy (no Docker, no release downloads):
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, ray-operator, kwok,
 #   the next ray-operator (bin/ray-operator-<KUBERAY_NEXT_VERSION>), Argo CD (bin/argocd),
+#   Flux's kustomize-controller (bin/kustomize-controller),
 #   and redis-server from the Debian package (Argo CD's cache; installed when root and missing)
 # into ${RAYGITOPS_E2E_CACHE:-$HOME/.cache/raygitops-e2e}/<E2E_VERSIONS_KEY>/bin.
 # Versions come from versions.env (the only place they are pinned). Idempotent: a binary
@@ -128,6 +129,27 @@ copy_argocd_share() {
   cp "$module"/manifests/crds/*-crd.yaml "$share/argocd/"
   install -m 0755 "$module/hack/git-verify-wrapper.sh" "$share/argocd/bin/"
 }
+# --- Flux kustomize-controller: like Argo CD, from a module pinned in tests/e2e/flux/ (its go.mod
+# copies the controller's own replace lines; replaces only count in the main module). Its
+# sources come from ExternalArtifact objects (feature gate), so no source-controller binary:
+# only the CRDs, from the two modules.
+build_kustomize_controller() {
+  grep -Eq "github.com/fluxcd/kustomize-controller $FLUX_KUSTOMIZE_CONTROLLER_VERSION( |\$)" "$here/flux/go.mod" ||
+    { echo "tests/e2e/flux/go.mod does not require kustomize-controller $FLUX_KUSTOMIZE_CONTROLLER_VERSION"; return 1; }
+  mkdir -p "$src/flux" && cd "$src/flux"
+  cp "$here/flux/go.mod" "$here/flux/go.sum" .
+  go build -mod=readonly -trimpath -ldflags "-s -w" -o "$bin/kustomize-controller" github.com/fluxcd/kustomize-controller
+}
+copy_flux_share() {
+  local kc sc
+  kc=$(go mod download -json "github.com/fluxcd/kustomize-controller@$FLUX_KUSTOMIZE_CONTROLLER_VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
+  sc=$(go mod download -json "github.com/fluxcd/source-controller@$FLUX_SOURCE_CONTROLLER_VERSION" | sed -n 's/^\s*"Dir": "\(.*\)",$/\1/p')
+  rm -rf "$share/flux" && mkdir -p "$share/flux"
+  # every source kind: kustomize-controller watches them all (its caches never sync without)
+  cp "$kc/config/crd/bases/kustomize.toolkit.fluxcd.io_kustomizations.yaml" \
+     "$sc"/config/crd/bases/source.toolkit.fluxcd.io_*.yaml "$share/flux/"
+}
+
 install_redis() {
   command -v redis-server >/dev/null && return 0
   [[ $(id -u) == 0 ]] || { echo "build.sh: Argo CD needs redis-server (apt-get install redis-server)" >&2; return 1; }
@@ -142,6 +164,9 @@ kube_lane() {
   step kubectl "$KUBERNETES_VERSION" build_kubectl
   step kube-controller-manager "$KUBERNETES_VERSION" build_kube_controller_manager
   step kube-scheduler "$KUBERNETES_VERSION" build_kube_scheduler
+  # after the Kubernetes binaries: the other lane is still busy for about as long
+  step kustomize-controller "$FLUX_KUSTOMIZE_CONTROLLER_VERSION" build_kustomize_controller
+  step flux-share "$FLUX_KUSTOMIZE_CONTROLLER_VERSION-$FLUX_SOURCE_CONTROLLER_VERSION-all" copy_flux_share "$share/flux"
 }
 other_lane() {
   step etcd "$ETCD_VERSION" build_etcd

@@ -133,6 +133,18 @@ def image() -> str:
         pytest.skip(str(exc))
 
 
+@pytest.fixture(scope="session")
+def runner(control_plane_jobs: controlplane.ControlPlane, image: str):
+    """The kubelet for Job pods on ``control_plane_jobs`` (tests/e2e/jobrunner.py): each runs in
+    the raygitops image with its ServiceAccount's token (Argo CD's and Flux's hook Jobs)."""
+    from jobrunner import JobRunner
+
+    plane = control_plane_jobs
+    jobs = JobRunner(plane.kubeconfig, plane.server, plane.pki.path("ca.crt"), image, plane.log_dir / "job-pods").start()
+    yield jobs
+    jobs.stop()
+
+
 @pytest.fixture(autouse=True)
 def _no_node_flap(request: pytest.FixtureRequest):
     """Fail a test during which a fake node went NotReady (it would see pods flap not Ready)."""

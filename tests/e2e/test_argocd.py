@@ -26,6 +26,7 @@ from kubernetes import client, config, watch
 import controlplane
 from argocd import IN_CLUSTER, ArgoCD, GitRepo, status
 from jobrunner import JobRunner
+from stalestatus import StaleReady
 from test_presync_hook import HASH, desired_hashes, raycluster
 
 pytestmark = pytest.mark.e2e
@@ -37,14 +38,6 @@ SYNC_TIMEOUT = 240
 @pytest.fixture(scope="module")
 def control_plane(control_plane_jobs: controlplane.ControlPlane) -> controlplane.ControlPlane:
     return control_plane_jobs
-
-
-@pytest.fixture(scope="module")
-def runner(control_plane: controlplane.ControlPlane, image: str) -> JobRunner:
-    jobs = JobRunner(control_plane.kubeconfig, control_plane.server, control_plane.pki.path("ca.crt"), image,
-                     control_plane.log_dir / "job-pods").start()
-    yield jobs
-    jobs.stop()
 
 
 @pytest.fixture(scope="module")
@@ -342,7 +335,10 @@ def test_automated_sync_settles_and_hook_jobs_do_not_collide(argocd: ArgoCD, run
         assert len(deployed.hook_runs()) == n
 
 
-def test_pods_that_cannot_start_fail_the_hook_and_show_degraded(deployed: Deployed):
+def test_pods_that_cannot_start_fail_every_sync_until_fixed(deployed: Deployed):
+    """Issue #21 on the real Argo CD: an unschedulable change fails the sync (the hook's
+    reason shown, the app Degraded, nothing left suspended); syncing the same revision again
+    fails again although status.state says ready meanwhile; the fixing commit goes green."""
     deployed.start(raycluster(replicas=1))
     stuck = raycluster(replicas=1, image="rayproject/ray:2.42.0")
     stuck["spec"]["headGroupSpec"]["template"]["spec"]["nodeSelector"] = {"no-such-node": "true"}
@@ -360,6 +356,30 @@ def test_pods_that_cannot_start_fail_the_hook_and_show_degraded(deployed: Deploy
     live = deployed.cluster()
     assert not live["spec"].get("suspend"), "the failed recreate left the cluster suspended"
     assert live["metadata"]["annotations"]["raygitops.dev/last-recreate-outcome"] == "Failed"
+
+    # the same revision again (a rerun): the pods carry the new hash now, status.state says
+    # ready all along, and the sync still fails, still Degraded
+    with StaleReady(deployed.plane, deployed.namespace) as stale:
+        t0 = time.monotonic()
+        app = deployed.sync(revision)
+        seconds = time.monotonic() - t0
+        assert stale.writes > 10
+        assert status(deployed.argocd.application(deployed.name))[1] != "Healthy"
+    assert status(app)[2] == "Failed", operation(app)
+    print(f"Argo CD re-sync of the same revision, status.state forced ready, to Failed: {seconds:.1f} s")
+    job = next(r for r in app["status"]["operationState"]["syncResult"]["resources"] if r["kind"] == "Job")
+    assert "ready" in job["message"], job
+    assert list(deployed.hook_runs().values()) == [0, 1, 1], deployed.hook_runs()  # one pod per Job
+
+    # the fixing commit: recreated, Synced + Healthy
+    revision = deployed.push(raycluster(replicas=1, image="rayproject/ray:2.42.0"), "fix the nodeSelector")
+    t0 = time.monotonic()
+    app = deployed.sync(revision)
+    assert status(app)[2] == "Succeeded", operation(app)
+    deployed.healthy(timeout=180)
+    print(f"Argo CD sync of the fixing commit to Synced + Healthy: {time.monotonic() - t0:.1f} s")
+    assert deployed.cluster()["metadata"]["annotations"]["raygitops.dev/last-recreate-outcome"] == "Completed"
+    assert deployed.hook_report()["summary"]["recreated"] == 1, deployed.hook_report()
 
 
 def test_plugin_parameters_reach_the_render(argocd: ArgoCD, runner: JobRunner, namespace: str, tmp_path: Path):

@@ -1,0 +1,229 @@
+"""Real Flux end to end: ``examples/flux`` as a user copies it, on kustomize-controller v1.9.
+
+The app is ``examples/flux/app`` (its namespace set to the test's), rendered with the
+README's command (``raygitops render app --flux --out .../rendered``); the Kustomizations are
+``examples/flux/clusters/ray-demo.yaml`` with only their source swapped for an
+ExternalArtifact (tests/e2e/flux.py: no source-controller here) and their names made unique.
+The hook Job's pod runs for real (tests/e2e/jobrunner.py: the raygitops image, the hook's own
+ServiceAccount token) and kube-controller-manager's Job controller decides the Job's fate;
+every assertion is on Flux's own Kustomization status, the Job, or the RayCluster's pods.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import controlplane
+from flux import NAMESPACE, Flux, ready
+from jobrunner import JobRunner
+from stalestatus import StaleReady
+from test_presync_hook import HASH, desired_hashes
+
+pytestmark = pytest.mark.e2e
+EXAMPLE = controlplane.REPO_ROOT / "examples" / "flux"
+NEW = "rayproject/ray:2.42.0"
+
+
+@pytest.fixture(scope="module")
+def control_plane(control_plane_jobs: controlplane.ControlPlane) -> controlplane.ControlPlane:
+    return control_plane_jobs
+
+
+@pytest.fixture(scope="module")
+def flux(control_plane: controlplane.ControlPlane, runner: JobRunner) -> Flux:
+    try:
+        controlplane.locate_binaries(("kustomize-controller",))
+    except controlplane.Unavailable as exc:
+        if os.environ.get("RAYGITOPS_REQUIRE_E2E") == "1":
+            pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+    f = Flux(control_plane).start()
+    yield f
+    f.stop()
+
+
+class FluxApp:
+    """The example app in one namespace: edit it, render it, publish a revision."""
+
+    def __init__(self, flux: Flux, runner: JobRunner, namespace: str, tmp: Path):
+        self.flux, self.runner, self.ns, self.tmp = flux, runner, namespace, tmp
+        self.plane = flux.plane
+        self.app = tmp / "app"
+        shutil.copytree(EXAMPLE / "app", self.app)
+        self.tree = tmp / "repo"  # what Git would hold: examples/flux/rendered
+        self.revisions = 0
+        self.presync, self.main = f"{namespace}-presync", namespace
+
+    def write(self, image: str = "rayproject/ray:2.41.0", node_selector: dict[str, str] | None = None,
+              timeout_seconds: int = 180) -> None:
+        config = yaml.safe_load((EXAMPLE / "app" / "raygitops.yaml").read_text())
+        config["namespace"] = self.ns
+        config["hook"].update(timeoutSeconds=timeout_seconds, drainGraceSeconds=5)
+        (self.app / "raygitops.yaml").write_text(yaml.safe_dump(config))
+        cluster = yaml.safe_load((EXAMPLE / "app" / "raycluster.yaml").read_text())
+        for group in [cluster["spec"]["headGroupSpec"], *cluster["spec"]["workerGroupSpecs"]]:
+            pod = group["template"]["spec"]
+            pod["containers"][0]["image"] = image
+            for c in pod["containers"]:  # small pods: many tests share the fake nodes
+                c["resources"] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
+        if node_selector:
+            cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] = node_selector
+        (self.app / "raycluster.yaml").write_text(yaml.safe_dump(cluster))
+
+    def commit(self, **kw: Any) -> str:
+        """Edit, render with the README's command, publish; the revision."""
+        self.write(**kw)
+        out = self.tree / "examples" / "flux" / "rendered"
+        res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(self.app), "--flux", "--out", str(out)],
+                             capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+        self.revisions += 1
+        return self.flux.publish(self.ns, self.tree, f"main@sha1:{self.revisions:040x}")
+
+    def kustomizations(self) -> list[dict[str, Any]]:
+        """examples/flux/clusters/ray-demo.yaml, its source swapped for this app's artifact."""
+        docs = [d for d in yaml.safe_load_all((EXAMPLE / "clusters" / "ray-demo.yaml").read_text())
+                if d["kind"] == "Kustomization"]
+        names = {"ray-demo-presync": self.presync, "ray-demo": self.main}
+        for doc in docs:
+            doc = copy.deepcopy(doc)
+            doc["metadata"]["name"] = names[doc["metadata"]["name"]]
+            doc["spec"]["sourceRef"] = {"kind": "ExternalArtifact", "name": self.ns}
+            for dep in doc["spec"].get("dependsOn", []):
+                dep["name"] = names[dep["name"]]
+            yield doc
+
+    def deploy(self) -> None:
+        self.plane.apply(list(self.kustomizations()), namespace=NAMESPACE)
+
+    def applied(self, name: str, revision: str, timeout: float = 240) -> dict[str, Any]:
+        return self.flux.wait(name, lambda k: (k.get("status") or {}).get("lastAppliedRevision") == revision
+                              and ready(k).get("status") == "True", timeout=timeout,
+                              message=f"{name} Ready at {revision}")
+
+    def failed(self, name: str, revision: str, timeout: float = 240) -> dict[str, Any]:
+        return self.flux.wait(name, lambda k: ready(k).get("status") == "False"
+                              and (k.get("status") or {}).get("lastAttemptedRevision") == revision
+                              and ready(k).get("reason") != "Progressing", timeout=timeout,
+                              message=f"{name} failed at {revision}")
+
+    def cluster(self) -> dict[str, Any]:
+        return self.plane.get("raycluster", "demo", self.ns)
+
+    def pods(self) -> list[dict[str, Any]]:
+        return [p for p in self.plane.kubectl_json("get", "pods", "-n", self.ns, "-l", "ray.io/cluster=demo")["items"]
+                if not p["metadata"].get("deletionTimestamp")]
+
+    def running(self, hashes: set[str]) -> list[dict[str, Any]]:
+        def ok() -> list[dict[str, Any]] | None:
+            pods = self.pods()
+            good = len(pods) == 3 and all(p.get("status", {}).get("phase") == "Running" for p in pods)
+            return pods if good and {p["metadata"]["annotations"].get(HASH) for p in pods} == hashes else None
+        return self.plane.wait_for(ok, timeout=120, message=f"3 Running pods with {hashes}")
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return self.plane.kubectl_json("get", "jobs", "-n", self.ns)["items"]
+
+    def hook_runs(self) -> list[int | None]:
+        return [v for k, v in sorted(self.runner.exit_codes().items()) if k.startswith(f"{self.ns}/")]
+
+    def hook_report(self) -> dict[str, Any]:
+        logs = sorted(self.runner.log_dir.glob(f"{self.ns}_*.log"), key=lambda p: p.stat().st_mtime)
+        return next(json.loads(line) for line in reversed(logs[-1].read_text().splitlines()) if '"PresyncReport"' in line)
+
+    def start(self) -> str:
+        revision = self.commit()
+        self.deploy()
+        self.applied(self.main, revision)
+        self.running(desired_hashes(self.cluster()))
+        return revision
+
+
+@pytest.fixture
+def app(flux: Flux, runner: JobRunner, namespace: str, tmp_path: Path) -> FluxApp:
+    a = FluxApp(flux, runner, namespace, tmp_path)
+    yield a
+    for name in (a.presync, a.main):  # before the namespace goes: nothing left to reconcile
+        a.plane.kubectl("delete", "kustomizations.kustomize.toolkit.fluxcd.io", name, "-n", NAMESPACE,
+                        "--ignore-not-found", "--wait=false", check=False)
+
+
+def test_image_change_recreates_before_flux_applies_the_raycluster(app: FluxApp):
+    first = app.start()
+    assert app.hook_runs() == [0]
+    old = desired_hashes(app.cluster())
+    t0 = time.monotonic()
+    revision = app.commit(image=NEW)
+    main = app.applied(app.main, revision)
+    seconds = time.monotonic() - t0
+    new = desired_hashes(app.cluster())
+    assert new.isdisjoint(old) and revision != first
+    pods = app.running(new)
+    assert {p["spec"]["containers"][0]["image"] for p in pods} == {NEW}
+    assert app.hook_runs() == [0, 0] and app.hook_report()["summary"]["recreated"] == 1, app.hook_report()
+    # prune: only the Job of this plan is left; it completed before ray-demo applied the revision
+    (job,) = app.jobs()
+    assert job["status"].get("succeeded") == 1, job["status"]
+    assert job["status"]["completionTime"] <= ready(main)["lastTransitionTime"], (job["status"], ready(main))
+    print(f"\nFlux: image change published -> ray-demo Ready with the pods recreated: {seconds:.1f} s")
+
+
+def test_a_failed_recreate_blocks_flux_until_a_fixing_commit(app: FluxApp):
+    """Issue #21 on the real Flux: workers pinned to a node pool that does not exist, with
+    status.state forced to ``ready`` all along: the hook fails once (backoffLimit 0), the
+    presync Kustomization fails, ray-demo keeps the last good revision, a reconcile does not
+    turn it green; the fixing commit recreates and both go Ready."""
+    good = app.start()
+    t0 = time.monotonic()
+    with StaleReady(app.plane, app.ns) as stale:
+        bad = app.commit(image=NEW, node_selector={"pool": "does-not-exist"}, timeout_seconds=40)
+        presync = app.failed(app.presync, bad)
+        seconds = time.monotonic() - t0
+        assert stale.writes > 10
+    message = ready(presync)["message"]
+    print(f"\nFlux: failing commit published -> presync Kustomization Ready=False: {seconds:.1f} s\n"
+          f"  Ready: {ready(presync)['reason']}: {message}")
+    (failed_job,) = [j for j in app.jobs() if j["status"].get("failed")]
+    assert failed_job["metadata"]["name"] in message, message
+    reason = failed_job["metadata"]["annotations"]["raygitops.dev/failure"]  # the hook's own words
+    assert f"{app.ns}/demo:" in reason and "ready" in reason, reason
+    print(f"  Job annotation raygitops.dev/failure: {reason}")
+    assert app.hook_runs() == [0, 1], app.hook_runs()  # one pod: no retry may turn it green
+    main = app.flux.kustomization(app.main)
+    assert main["status"]["lastAppliedRevision"] == good  # ray-demo did not apply the bad revision
+    live = app.cluster()
+    assert not live["spec"].get("suspend") and live["metadata"]["annotations"][
+        "raygitops.dev/last-recreate-outcome"] == "Failed"
+    # Flux's Ready message names the failed Job only (its Job status reader has no room for
+    # more); `raygitops status` on the same app says what failed
+    res = subprocess.run([sys.executable, "-m", "raygitops", "status", str(app.app), "--kubeconfig",
+                          app.plane.kubeconfig, "--format", "json"], capture_output=True, text=True, timeout=60)
+    (demo,) = json.loads(res.stdout)["clusters"]
+    assert res.returncode == 3 and demo["state"] == "failed", (res.stderr, demo)
+
+    # a rerun of the same revision (flux reconcile) stays failed: the Job is the same failed Job
+    app.flux.reconcile(app.presync)
+    time.sleep(10)
+    presync = app.failed(app.presync, bad, timeout=60)
+    assert app.hook_runs() == [0, 1] and app.flux.kustomization(app.main)["status"]["lastAppliedRevision"] == good
+
+    # the fixing commit: a new plan, a new Job; recreated, then ray-demo applies
+    t0 = time.monotonic()
+    fixed = app.commit(image=NEW)
+    app.applied(app.presync, fixed)
+    app.applied(app.main, fixed)
+    print(f"Flux: fixing commit published -> both Kustomizations Ready: {time.monotonic() - t0:.1f} s")
+    app.running(desired_hashes(app.cluster()))
+    assert app.hook_runs() == [0, 1, 0] and app.hook_report()["summary"]["recreated"] == 1, app.hook_report()
+    assert app.cluster()["metadata"]["annotations"]["raygitops.dev/last-recreate-outcome"] == "Completed"
