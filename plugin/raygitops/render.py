@@ -51,6 +51,7 @@ class RenderResult:
     plans: list[Plan] = field(default_factory=list)
     # Where each app object came from ("path:line"), parallel to the first len(sources) objects.
     sources: list[str] = field(default_factory=list)
+    settings: Settings | None = None  # what it was rendered with (diff reads `preview:`)
 
 
 def is_raycluster(obj: dict[str, Any]) -> bool:
@@ -155,7 +156,7 @@ def render_documents(
     if not documents:
         raise RaygitopsError("the app has no documents: refusing to render an empty stream "
                              "(Argo CD would prune every resource)")
-    result = RenderResult(default_namespace=default_namespace)
+    result = RenderResult(default_namespace=default_namespace, settings=settings)
     seen: dict[tuple[str, str, str, str], str] = {}
     for doc in documents:
         group, kind, name = _check_object(doc)

@@ -42,6 +42,9 @@ class Settings:
     wait_ready: bool = True
     # Flux applies hooks as plain objects: a Job is immutable, so its name carries the plan hash.
     hook_name_suffix: bool = False
+    # raygitops diff: names (globs) whose values are masked / shown beyond the default rule
+    mask_names: list[str] = field(default_factory=list)
+    unmask_names: list[str] = field(default_factory=list)
 
 
 # Settings field -> its converter (raygitops.convert): every source goes through the same one,
@@ -58,12 +61,17 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "max_parallel": convert.integer_in(*convert.MAX_PARALLEL),
     "wait_ready": convert.boolean,
     "hook_name_suffix": convert.boolean,
+    "mask_names": convert.string_list,
+    "unmask_names": convert.string_list,
 }
 # config-file key -> Settings field; "hook" keys are nested under `hook:`.
 _TOP_KEYS = {"values": "values_files", "namespace": "namespace", "exclude": "exclude",
              "keepUpgradeStrategy": "keep_upgrade_strategy", "kuberayVersion": "kuberay_version"}
+_PREVIEW_KEYS = {"mask": "mask_names", "unmask": "unmask_names"}
 _HOOK_KEYS = {"image": "hook_image", "drainGraceSeconds": "drain_grace_seconds", "timeoutSeconds": "timeout_seconds",
               "maxParallel": "max_parallel", "waitReady": "wait_ready", "jobNameWithPlanHash": "hook_name_suffix"}
+# nested sections of the config file: `hook:` and `preview:`
+_SECTIONS = {"hook": _HOOK_KEYS, "preview": _PREVIEW_KEYS}
 # Argo CD parameter name -> Settings field; `values-files` and `values` handled apart.
 PARAMETERS = {"namespace": "namespace", "keep-upgrade-strategy": "keep_upgrade_strategy",
               "kuberay-version": "kuberay_version", "hook-image": "hook_image",
@@ -102,13 +110,13 @@ def _apply_mapping(
     for key_node, value_node in node.value:
         key = key_node.value
         line = key_node.start_mark.line + 1
-        if prefix == "" and key == "hook":
+        if prefix == "" and key in _SECTIONS:
             if not isinstance(value_node, yaml.MappingNode):
-                raise RaygitopsError("hook: expected a mapping", path, line)
-            _apply_mapping(settings, value_node, _HOOK_KEYS, path, "hook.")
+                raise RaygitopsError(f"{key}: expected a mapping", path, line)
+            _apply_mapping(settings, value_node, _SECTIONS[key], path, f"{key}.")
             continue
         if key not in keys:
-            known = ", ".join(sorted([*keys, *(["hook"] if prefix == "" else [])]))
+            known = ", ".join(sorted([*keys, *(_SECTIONS if prefix == "" else [])]))
             raise RaygitopsError(f"unknown setting '{prefix}{key}' (known: {known})", path, line)
         try:
             value = yaml.load(yaml.serialize(value_node), Loader=yaml.SafeLoader)

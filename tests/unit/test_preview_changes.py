@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from raygitops.preview.changes import (
@@ -76,29 +78,58 @@ def test_hash_annotations_are_not_changes() -> None:
     assert field_changes(a, b) == []
 
 
-def test_env_values_masked_but_shown_changed() -> None:
+def test_env_values_masked_by_name_only() -> None:
+    """A reviewer sees RAY_LOG_LEVEL go from 1 to 2; never a secret-named variable's value."""
     a, b = rc(), rc()
     b["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"][0]["value"] = "2"
-    b["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"].append(
-        {"name": "NEW", "value": "s3cr3t"})
+    b["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"] += [
+        {"name": "DB_PASSWORD", "value": "s3cr3t"}, {"name": "API_KEY", "value": "k3y"},
+        {"name": "TOKEN_FROM", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}}]
     changes = field_changes(a, b)
     by_path = {c.path: c for c in changes}
     value = by_path["/spec/headGroupSpec/template/spec/containers/0/env/0/value"]
-    assert (value.old, value.new, value.masked, value.pod_shaping) == (MASK, MASK, True, True)
+    assert (value.old, value.new, value.masked, value.pod_shaping) == ("1", "2", False, True)
     assert value.group == "head"
-    added = by_path["/spec/headGroupSpec/template/spec/containers/0/env/1"]
-    assert added.old is ABSENT and added.new == {"name": "NEW", "value": MASK}
-    assert "s3cr3t" not in repr(changes)
+    env = "/spec/headGroupSpec/template/spec/containers/0/env/"
+    assert by_path[env + "1"].new == {"name": "DB_PASSWORD", "value": MASK} and by_path[env + "1"].masked
+    assert by_path[env + "2"].new == {"name": "API_KEY", "value": MASK}
+    # a reference is shown as the reference it is
+    assert by_path[env + "3"].new == {"name": "TOKEN_FROM", "valueFrom": {"secretKeyRef": {"name": "creds",
+                                                                                            "key": "token"}}}
+    assert not by_path[env + "3"].masked
+    assert "s3cr3t" not in repr(changes) and "k3y" not in repr(changes)
+    # the value of a secret-named variable changes: said, not shown
+    c = rc()
+    c["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "REDIS_PASSWORD", "value": "a"}]
+    d = copy.deepcopy(c)
+    d["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"][0]["value"] = "b"
+    (change,) = field_changes(c, d)
+    assert (change.old, change.new, change.masked) == (MASK, MASK, True)
 
 
-def test_whole_container_added_masks_env_inside() -> None:
+def test_app_patterns_add_and_remove_secret_names() -> None:
+    from raygitops.preview.changes import Masking
+
+    a, b = rc(), rc()
+    b["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"] += [
+        {"name": "LICENSE_ID", "value": "L-1"}, {"name": "PUBLIC_KEY", "value": "pk"}]
+    masking = Masking(mask=("license_*",), unmask=("PUBLIC_KEY",))
+    by_name = {c.new["name"]: c for c in field_changes(a, b, masking=masking)}
+    assert by_name["LICENSE_ID"].new["value"] == MASK and by_name["LICENSE_ID"].masked
+    assert by_name["PUBLIC_KEY"].new["value"] == "pk" and not by_name["PUBLIC_KEY"].masked
+    default = {c.new["name"]: c for c in field_changes(a, b)}
+    assert default["LICENSE_ID"].new["value"] == "L-1" and default["PUBLIC_KEY"].new["value"] == MASK
+
+
+def test_whole_container_added_masks_secret_env_inside() -> None:
     a, b = rc(), rc()
     b["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"].append(
-        {"name": "side", "image": "x", "env": [{"name": "T", "value": "hidden"}],
+        {"name": "side", "image": "x", "env": [{"name": "T_TOKEN", "value": "hidden"},
+                                               {"name": "MODE", "value": "fast"}],
          "args": ["--password", "p"]})
     (change,) = field_changes(a, b)
     assert change.group == "worker:gpu"
-    assert change.new["env"][0]["value"] == MASK
+    assert change.new["env"] == [{"name": "T_TOKEN", "value": MASK}, {"name": "MODE", "value": "fast"}]
     assert change.new["image"] == "x"
     assert "hidden" not in repr(change)
 

@@ -129,6 +129,45 @@ def test_exit_codes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
                   "--exit-code").exit_code == 0
 
 
+def test_fail_on_chooses_the_classes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app(tmp_path, "b", {"cluster.yaml": cluster() + "---\n" + cluster(name="gone")})
+    app(tmp_path, "d", {"cluster.yaml": cluster()})  # "gone" deleted: every pod of it goes
+    app(tmp_path, "s", {"cluster.yaml": cluster(image="rayproject/ray:2.10.0", strategy="None")
+                         + "---\n" + cluster(name="gone")})
+    deleted = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "d", "app", "--format", "json")
+    data = json.loads(deleted.stdout)
+    assert deleted.exit_code == 0 and data["verdict"] == "delete", deleted.output  # never "changes"
+    assert data["summary"]["text"] == "This merge deletes 1 RayCluster (3 pods go)"
+    md = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "d", "app", "--format", "markdown")
+    assert "\n⚠️ **This merge deletes 1 RayCluster" in md.stdout and "✅" not in md.stdout, md.stdout
+    cases = [("d", "delete", 3), ("d", "recreate,stale", 0), ("d", "any", 3), ("s", "stale", 3),
+             ("s", "delete, stale", 3), ("s", "recreate", 0), ("s", "in-place", 0)]
+    for head, classes, code in cases:
+        result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", head, "app", "--fail-on", classes)
+        assert result.exit_code == code, (head, classes, result.output)
+    bad = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "d", "app", "--fail-on", "recreate,deleted")
+    assert bad.exit_code == 1 and "--fail-on: unknown class deleted" in bad.output
+
+
+def test_preview_masking_patterns_from_raygitops_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    env = "\n            env:\n              - {name: LICENSE_ID, value: %s}\n              - {name: LEVEL, value: %s}\n"
+    base = cluster().replace("            image: rayproject/ray:2.9.0\n  workerGroupSpecs",
+                             "            image: rayproject/ray:2.9.0" + env % ("L-1", "info") + "  workerGroupSpecs")
+    head = base.replace("L-1", "L-2").replace("info", "debug")
+    config = "preview:\n  mask: [license_*]\n"
+    app(tmp_path, "b", {"cluster.yaml": base, "raygitops.yaml": config})
+    app(tmp_path, "h", {"cluster.yaml": head, "raygitops.yaml": config})
+    result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app", "--format", "json")
+    assert result.exit_code == 0, result.output
+    changes = {c["path"].rsplit("/", 2)[-2]: c for c in json.loads(result.stdout)["clusters"][0]["changes"]}
+    assert (changes["0"]["old"], changes["0"]["new"], changes["0"]["masked"]) == ("••••", "••••", True)
+    assert (changes["1"]["old"], changes["1"]["new"], changes["1"]["masked"]) == ("info", "debug", False)
+    assert "L-2" not in result.stdout
+    app(tmp_path, "x", {"cluster.yaml": head, "raygitops.yaml": "preview:\n  hide: [x]\n"})
+    bad = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "x", "app")
+    assert bad.exit_code == 1 and "raygitops.yaml:2: unknown setting 'preview.hide'" in bad.output
+
+
 def test_same_values_flags_on_both_sides(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     template = cluster(image="{{ image }}")
     app(tmp_path, "b", {"cluster.yaml.j2": template})

@@ -152,3 +152,45 @@ def test_symlinks_and_file_path(repo: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert result.stderr.startswith("raygitops: head: app/")
     assert "defined twice (first at app/link.yaml:1)" in result.stderr
     assert "raygitops-head-" not in result.stderr
+
+
+def test_two_revisions_compare_from_their_merge_base(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """main moved on after the branch was cut: the preview shows what merging the branch
+    does (from the merge-base), not main's own later changes reverted; --two-tip compares
+    the tips."""
+    git(repo, "branch", "feature", "HEAD~1")  # branch cut at "base"
+    fork = git(repo, "rev-parse", "HEAD~1").strip()  # main then got "head" (both clusters changed)
+    git(repo, "checkout", "-q", "feature")
+    first = (FIXTURES / "base" / "clusters.yaml").read_text().split("\n---")[0]
+    (repo / "app" / "extra.yaml").write_text(first.replace("name: training", "name: extra", 1))
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "feature: a new cluster")
+    git(repo, "checkout", "-q", "main")
+    merged = diff(repo, monkeypatch, "--base", "main", "--head", "feature", "app", "--format", "json")
+    assert merged.exit_code == 0, merged.output
+    data = json.loads(merged.stdout)
+    assert data["base"]["commit"] == fork and data["base"]["mergeBaseWith"] == "feature"
+    changed = {c["name"]: c["class"] for c in data["clusters"] if c["class"] != "unchanged"}
+    assert changed == {"extra": "create"}, changed  # only the branch's own change
+    text = diff(repo, monkeypatch, "--base", "main", "--head", "feature", "app")
+    assert f"base merge-base of main and feature ({fork[:12]})" in text.stdout
+    tips = diff(repo, monkeypatch, "--base", "main", "--head", "feature", "app", "--format", "json", "--two-tip")
+    tip_classes = {c["name"]: c["class"] for c in json.loads(tips.stdout)["clusters"]}
+    assert tip_classes["training"] == "recreate" and "mergeBaseWith" not in json.loads(tips.stdout)["base"]
+
+
+def test_no_merge_base_says_how_to_fix(repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    git(repo, "checkout", "-q", "--orphan", "unrelated")
+    git(repo, "commit", "-qm", "no common history")
+    git(repo, "checkout", "-q", "main")
+    result = diff(repo, monkeypatch, "--base", "main", "--head", "unrelated", "app")
+    assert result.exit_code == 1 and result.stdout == ""
+    assert "no merge-base of main and unrelated (they share no history)" in result.output
+    assert "--two-tip" in result.output and len(result.output.strip().splitlines()) == 1
+    # a shallow clone: the merge-base is not there
+    shallow = tmp_path / "shallow"
+    subprocess.run([*GIT, "clone", "-q", "--depth", "1", "--no-single-branch", f"file://{repo}", str(shallow)],
+                   check=True, capture_output=True)
+    git(shallow, "branch", "-q", "feature", "origin/unrelated")
+    result = diff(shallow, monkeypatch, "--base", "origin/main", "--head", "feature", "app")
+    assert result.exit_code == 1 and "this clone is shallow" in result.output and "fetch-depth: 0" in result.output

@@ -4,13 +4,16 @@
 out first (hashes are reported per group, the strategy on its own).  Each operation becomes a
 :class:`FieldChange` with a JSON-pointer path, the old and the new value, and whether the
 field is *pod-shaping* (part of a group's template-hash input, see
-:mod:`raygitops.hashing`).  Values of env vars and of fields whose names look secret are
-masked: the report still shows that they changed, never what they are.
+:mod:`raygitops.hashing`).  Values whose NAME looks secret (an env var ``DB_PASSWORD``, a key
+``apiKey``, …: :func:`looks_secret`, plus the app's own ``preview.mask`` / ``preview.unmask``
+patterns) are masked: the report still shows that they changed, never what they are.  Other
+env values are shown (``RAY_LOG_LEVEL: info → debug``), and ``valueFrom`` references always.
 """
 
 from __future__ import annotations
 
 import copy
+import fnmatch
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +43,27 @@ def looks_secret(key: str) -> bool:
     if flat.endswith(_REFERENCE_SUFFIXES):
         return False
     return flat.endswith("key") or any(word in flat for word in _SECRET_WORDS)
+
+
+@dataclass(frozen=True)
+class Masking:
+    """Which names hold secrets: :func:`looks_secret`, plus the ``mask`` and minus the
+    ``unmask`` glob patterns of the app's ``raygitops.yaml`` (``preview:``), matched
+    case-insensitively against a key or an env var's name (``unmask`` wins)."""
+
+    mask: tuple[str, ...] = ()
+    unmask: tuple[str, ...] = ()
+
+    def secret(self, name: Any) -> bool:
+        if not isinstance(name, str):
+            return True  # an env entry without a usable name: never show its value
+        lowered = name.lower()
+        if any(fnmatch.fnmatchcase(lowered, p.lower()) for p in self.unmask):
+            return False
+        return any(fnmatch.fnmatchcase(lowered, p.lower()) for p in self.mask) or looks_secret(name)
+
+
+DEFAULT_MASKING = Masking()
 
 
 @dataclass(frozen=True)
@@ -159,33 +183,36 @@ def _group_of(tokens: list[str], worker_names: list[str]) -> str | None:
     return None
 
 
-def _mask_tree(value: Any, env_entry: bool = False) -> tuple[Any, bool]:
-    """Mask env values and secret-looking keys inside a value; (value, anything masked)."""
+def _mask_tree(value: Any, masking: Masking, env_entry: bool = False) -> tuple[Any, bool]:
+    """Mask secret-named keys and the values of secret-named env vars inside a value;
+    (value, anything masked)."""
     masked = False
     if isinstance(value, dict):
         out: dict[str, Any] = {}
+        secret_env = env_entry and masking.secret(value.get("name"))
         for k, v in value.items():
-            if isinstance(k, str) and looks_secret(k) and not (k == "secret" and isinstance(v, dict)):
+            if isinstance(k, str) and masking.secret(k) and not (k == "secret" and isinstance(v, dict)) \
+                    and not (env_entry and k in ("name", "valueFrom")):
                 out[k] = _mask_all(v)
                 masked = True
-            elif env_entry and k == "value":
+            elif secret_env and k == "value":
                 out[k] = MASK
                 masked = True
             elif k == "env" and isinstance(v, list):
                 items = []
                 for item in v:
-                    new_item, m = _mask_tree(item, env_entry=True)
+                    new_item, m = _mask_tree(item, masking, env_entry=True)
                     items.append(new_item)
                     masked = masked or m
                 out[k] = items
             else:
-                out[k], m = _mask_tree(v)
+                out[k], m = _mask_tree(v, masking)
                 masked = masked or m
         return out, masked
     if isinstance(value, list):
         items = []
         for item in value:
-            new_item, m = _mask_tree(item)
+            new_item, m = _mask_tree(item, masking)
             items.append(new_item)
             masked = masked or m
         return items, masked
@@ -200,28 +227,41 @@ def _mask_all(value: Any) -> Any:
     return MASK
 
 
-def mask(tokens: list[str], value: Any) -> tuple[Any, bool]:
-    """The value to show for the field at ``tokens``; (value, whether it was masked)."""
+def mask(tokens: list[str], value: Any, masking: Masking = DEFAULT_MASKING,
+         env_name: Any = None) -> tuple[Any, bool]:
+    """The value to show for the field at ``tokens``; (value, whether it was masked).
+    ``env_name``: the name of the env var a ``.../env/<i>/value`` path belongs to."""
     if value is ABSENT:
         return value, False
     last = len(tokens) - 1
-    if any(looks_secret(t) and not (t == "secret" and i < last)  # a volume's secret: {...}
+    if any(masking.secret(t) and not t.isdigit() and not (t == "secret" and i < last)  # a volume's secret: {...}
            for i, t in enumerate(tokens)):
         return _mask_all(value), True
     env_at = [i for i, t in enumerate(tokens) if t == "env"]
     if env_at:
         rest = tokens[env_at[-1] + 1 :]
         if len(rest) == 2 and rest[1] == "value":
-            return MASK, True
+            return (MASK, True) if masking.secret(env_name) else (value, False)
         if len(rest) == 1:  # a whole env entry
-            return _mask_tree({"env": [value]})[0]["env"][0], True
+            shown, masked = _mask_tree({"env": [value]}, masking)
+            return shown["env"][0], masked
         if not rest:  # the whole env list
-            return _mask_tree({"env": value})[0]["env"], True
-    return _mask_tree(value)
+            return _mask_tree({"env": value}, masking)
+    return _mask_tree(value, masking)
+
+
+def _env_name(doc: Any, tokens: list[str]) -> Any:
+    """The ``name`` of the env entry a ``.../env/<i>/value`` path points into (None if not one)."""
+    env_at = [i for i, t in enumerate(tokens) if t == "env"]
+    if not env_at or len(tokens) != env_at[-1] + 3 or tokens[-1] != "value":
+        return None
+    pointer = "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens[:-1])
+    entry = jsonpointer.resolve_pointer(doc, pointer, None)
+    return entry.get("name") if isinstance(entry, dict) else None
 
 
 def field_changes(base: dict[str, Any], head: dict[str, Any], *,
-                  raycluster: bool = True) -> list[FieldChange]:
+                  raycluster: bool = True, masking: Masking = DEFAULT_MASKING) -> list[FieldChange]:
     """Every field that differs between two objects, sorted by path."""
     old_obj, new_obj = _prune(base, head)
     patch = jsonpatch.make_patch(old_obj, new_obj)
@@ -251,13 +291,18 @@ def field_changes(base: dict[str, Any], head: dict[str, Any], *,
             new = jsonpointer.resolve_pointer(doc, from_path)
         else:  # "test": make_patch never emits it
             continue
+        old_name = _env_name(doc, tokens)
         doc = jsonpatch.JsonPatch([operation]).apply(doc, in_place=True)
-        old_shown, old_masked = mask(tokens, old)
-        new_shown, new_masked = mask(tokens, new)
+        new_name = _env_name(doc, tokens)
+        old_shown, old_masked = mask(tokens, old, masking, old_name)
+        new_shown, new_masked = mask(tokens, new, masking, new_name)
+        if old_masked != new_masked and old is not ABSENT and new is not ABSENT:
+            # renamed into or out of a secret name: show neither side
+            old_shown, old_masked, new_shown, new_masked = _mask_all(old), True, _mask_all(new), True
         if from_path is not None and not new_masked:  # a value moved out of a secret field
-            new_shown, new_masked = mask(_tokens(from_path), new)
+            new_shown, new_masked = mask(_tokens(from_path), new, masking)
             if not new_masked:
-                new_shown, new_masked = mask(tokens, new)
+                new_shown, new_masked = mask(tokens, new, masking, new_name)
         names = base_workers if op == "remove" else worker_names
         shaping = raycluster and pod_shaping_path(tokens)
         if op == "move" and from_path is not None:

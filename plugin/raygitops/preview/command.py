@@ -1,7 +1,8 @@
 """``raygitops diff``: the pull-request preview (CLI only; the work is in the sibling modules).
 
-Exit codes: 0 success (with ``--exit-code``: and nothing is recreated); 3 with ``--exit-code``
-when at least one RayCluster is recreated; 1 on a user error (either side fails to render,
+Exit codes: 0 success (with ``--fail-on``: and no cluster of those classes); 3 with
+``--fail-on`` (``--exit-code`` = ``--fail-on recreate``) when a cluster of those classes is in
+the report; 1 on a user error (either side fails to render,
 unknown revision, …) with one ``raygitops: base: path:line: message`` line on stderr and
 nothing on stdout.
 """
@@ -15,8 +16,26 @@ from typing import Any
 import click
 
 from raygitops.cli import guarded
+from raygitops.errors import RaygitopsError
 
 EXIT_RECREATE = 3
+# --fail-on names: the impact classes but "unchanged"; "recreate" covers KubeRay's native one
+FAIL_CLASSES = ("recreate", "native-recreate", "delete", "stale", "create", "in-place")
+
+
+def fail_classes(text: str | None, exit_code: bool) -> set[str]:
+    """The classes ``--fail-on`` / ``--exit-code`` fail on (empty: exit 0 whatever changes)."""
+    names = {n.strip() for n in (text or "").split(",") if n.strip()}
+    if "any" in names:
+        names = (names - {"any"}) | set(FAIL_CLASSES)
+    unknown = sorted(names - set(FAIL_CLASSES))
+    if unknown:
+        raise RaygitopsError(f"--fail-on: unknown class {', '.join(unknown)} (one of {', '.join(FAIL_CLASSES)}, any)")
+    if exit_code:
+        names.add("recreate")
+    if "recreate" in names:
+        names.add("native-recreate")
+    return names
 
 
 def use_color(stream: Any, choice: bool | None) -> bool:
@@ -37,6 +56,9 @@ def use_color(stream: Any, choice: bool | None) -> bool:
 @click.argument("path", default=".", metavar="[PATH]")
 @click.option("--values", "-f", "values", multiple=True,
               help="Values file for *.j2 templates, used on both sides (repeatable).")
+@click.option("--two-tip", is_flag=True,
+              help="Two revisions: compare their tips (default: head against its merge-base with base, "
+                   "what merging head changes, as `git diff base...head`).")
 @click.option("--keep-upgrade-strategy/--move-upgrade-strategy", default=None,
               help="As for render: keep spec.upgradeStrategy (KubeRay >= 1.6).")
 @click.option("--kuberay-version", default=None, metavar="VERSION",
@@ -44,21 +66,27 @@ def use_color(stream: Any, choice: bool | None) -> bool:
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "text"]),
               default="text", show_default=True)
 @click.option("--exit-code", is_flag=True,
-              help="Exit 3 when at least one RayCluster is recreated (0 otherwise, 1 on error).")
+              help="Exit 3 when at least one RayCluster is recreated (= --fail-on recreate).")
+@click.option("--fail-on", "fail_on", default=None, metavar="CLASSES",
+              help="Exit 3 when a RayCluster of these classes is in the report: comma-separated "
+                   f"from {', '.join(FAIL_CLASSES)}, or 'any' (every class but unchanged).")
 @click.option("--color/--no-color", "color", default=None,
               help="Colour the text format (default: on a terminal, unless NO_COLOR is set).")
 @guarded
 def diff(base: str, head: str, path: str, values: tuple[str, ...], fmt: str, exit_code: bool,
-         color: bool | None, **overrides: Any) -> None:
+         fail_on: str | None, color: bool | None, two_tip: bool, **overrides: Any) -> None:
     """Preview what merging HEAD into BASE does to each RayCluster of the app at PATH.
 
     A directory side renders DIR/PATH; a revision renders PATH as committed at that
     revision, from a temporary checkout (the working tree is never touched).
     """
     from raygitops.preview.impact import classify
+
+    failing = fail_classes(fail_on, exit_code)
     from raygitops.preview.revisions import render_sides
 
-    base_side, head_side = render_sides(base, head, path, cli_values=list(values), overrides=overrides)
+    base_side, head_side = render_sides(base, head, path, cli_values=list(values), overrides=overrides,
+                                        two_tip=two_tip)
     report = classify(base_side.result, head_side.result)
     report.notes.extend(base_side.notes + head_side.notes)
     if fmt == "json":
@@ -76,5 +104,5 @@ def diff(base: str, head: str, path: str, values: tuple[str, ...], fmt: str, exi
                                   color=use_color(sys.stdout, color))
     sys.stdout.write(text)
     sys.stdout.flush()
-    if exit_code and report.recreated:
+    if failing and report.fails(failing):
         sys.exit(EXIT_RECREATE)

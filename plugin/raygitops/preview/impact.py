@@ -21,7 +21,7 @@ from typing import Any, Iterable
 
 from raygitops import native
 from raygitops.hashing import GroupHashes
-from raygitops.preview.changes import FieldChange, field_changes
+from raygitops.preview.changes import DEFAULT_MASKING, FieldChange, Masking, field_changes
 from raygitops.render import RenderedCluster, RenderResult, is_raycluster
 from raygitops.strategy import RECREATE
 
@@ -177,14 +177,22 @@ class Report:
 
     @property
     def verdict(self) -> str:
-        """``recreate``, ``stale``, ``changes`` or ``none``."""
+        """``recreate``, ``delete``, ``stale``, ``changes`` or ``none``: the most serious thing
+        the merge does to pods (a deleted or stale cluster is never "changes")."""
         if self.recreated:
             return "recreate"
+        if self.count(DELETE):
+            return "delete"
         if self.count(STALE):
             return "stale"
         if self.changed or any(k.created or k.changed or k.deleted for k in self.others):
             return "changes"
         return "none"
+
+    def fails(self, classes: Iterable[str]) -> bool:
+        """Whether a cluster of one of ``classes`` is in the report (``--fail-on``)."""
+        wanted = set(classes)
+        return any(c.klass in wanted for c in self.clusters)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -290,7 +298,7 @@ def _verb_groups(groups: list[GroupChange]) -> str:
 
 
 def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
-                   head_obj: dict) -> ClusterImpact:
+                   head_obj: dict, masking: Masking = DEFAULT_MASKING) -> ClusterImpact:
     plan_b, plan_h = base.plan, head.plan
     autoscaling = _autoscaling(head.spec)
     impact = ClusterImpact(
@@ -306,7 +314,7 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
     impact.groups = _group_changes(base, head)
     changed = impact.hashed_groups
     if base_obj != head_obj:
-        impact.changes = _mark_same_value(field_changes(base_obj, head_obj), plan_b.hashes,
+        impact.changes = _mark_same_value(field_changes(base_obj, head_obj, masking=masking), plan_b.hashes,
                                           plan_h.hashes)
     removed = [g for g in impact.groups if g.change == "removed"]
     added = [g for g in impact.groups if g.change == "added"]
@@ -452,13 +460,23 @@ def _other_counts(base: RenderResult | None, head: RenderResult | None) -> list[
     return sorted(counts.values(), key=lambda k: (k.kind, k.api_group))
 
 
+def _masking(result: RenderResult | None) -> Masking:
+    """The app's own masking patterns (``preview:`` in raygitops.yaml; head's, as it is the
+    side being reviewed)."""
+    settings = result.settings if result is not None else None
+    if settings is None:
+        return DEFAULT_MASKING
+    return Masking(tuple(settings.mask_names), tuple(settings.unmask_names))
+
+
 def classify(base: RenderResult | None, head: RenderResult | None) -> Report:
     """Compare two renders of an app (None: the app does not exist on that side)."""
     old, new = _cluster_index(base), _cluster_index(head)
+    masking = _masking(head if head is not None else base)
     impacts: list[ClusterImpact] = []
     for key, (cluster, obj) in new.items():
         if key in old:
-            impacts.append(_classify_pair(old[key][0], old[key][1], cluster, obj))
+            impacts.append(_classify_pair(old[key][0], old[key][1], cluster, obj, masking))
         else:
             impacts.append(_one_side(cluster, CREATE))
     for key, (cluster, _obj) in old.items():

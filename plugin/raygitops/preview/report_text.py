@@ -34,7 +34,7 @@ def render(report: Report, base: Any, head: Any, *, color: bool = False) -> str:
     out: list[str] = []
     out.append(f"raygitops diff {head.path}: base {base.describe()} -> head {head.describe()}")
     v = report.verdict
-    out.append(style(verdict(report), fg={"recreate": "red", "stale": "yellow"}.get(v, "green"),
+    out.append(style(verdict(report), fg={"recreate": "red", "delete": "red", "stale": "yellow"}.get(v, "green"),
                      bold=True))
     for note in report.notes:
         out.append(f"note: {note}")

@@ -41,8 +41,11 @@ class Side:
     commit: str | None = None  # full SHA of a revision
     repo_root: str | None = None  # the git work tree a revision was resolved in
     repo_path: str | None = None  # PATH relative to repo_root ("" for the root)
+    merge_base_with: str | None = None  # base only: commit is the merge-base of spec and this
 
     def describe(self) -> str:
+        if self.merge_base_with is not None:
+            return f"merge-base of {self.spec} and {self.merge_base_with} ({(self.commit or '')[:12]})"
         if self.kind == REVISION:
             short = (self.commit or "")[:12]
             if self.commit and self.commit.startswith(self.spec.lower()):
@@ -51,7 +54,10 @@ class Side:
         return self.path
 
     def to_json(self) -> dict[str, Any]:
-        return {"spec": self.spec, "kind": self.kind, "path": self.path, "commit": self.commit}
+        data = {"spec": self.spec, "kind": self.kind, "path": self.path, "commit": self.commit}
+        if self.merge_base_with is not None:
+            data["mergeBaseWith"] = self.merge_base_with
+        return data
 
 
 @dataclass
@@ -127,6 +133,23 @@ def resolve_side(name: str, spec: str, path: str = ".") -> Side:
         raise RaygitopsError(f"{name}: {path!r} is outside the git repository {root}")
     rel = "" if rel == "." else Path(rel).as_posix()
     return Side(name, spec, REVISION, os.path.normpath(path), commit, root, rel)
+
+
+def merge_base(base: Side, head: Side) -> Side:
+    """The base side moved to the merge-base of both revisions: what merging head into base
+    changes, as ``git diff base...head`` shows it (changes merged into base since the branch
+    point are not the pull request's)."""
+    assert base.kind == head.kind == REVISION and base.repo_root
+    proc = _git(["merge-base", str(base.commit), str(head.commit)], base.repo_root, check=False)
+    if proc.returncode != 0:
+        shallow = _git(["rev-parse", "--is-shallow-repository"], base.repo_root, check=False).stdout.strip()
+        why = "this clone is shallow" if shallow == b"true" else "they share no history"
+        raise RaygitopsError(
+            f"base: no merge-base of {base.spec} and {head.spec} ({why}): fetch their history "
+            "(actions/checkout: fetch-depth: 0; or git fetch --deepen=100, or --unshallow), or "
+            "compare the two tips with --two-tip")
+    commit = proc.stdout.decode().strip()
+    return Side(base.name, base.spec, REVISION, base.path, commit, base.repo_root, base.repo_path, head.spec)
 
 
 def materialize(side: Side, dest: Path) -> Path | None:
@@ -224,11 +247,15 @@ def render_side(
 def render_sides(
     base: str, head: str, path: str = ".", *, cli_values: list[str] | None = None,
     env: Mapping[str, str] | None = None, overrides: Mapping[str, Any] | None = None,
+    two_tip: bool = False,
 ) -> tuple[RenderedSide, RenderedSide]:
-    """Resolve and render both sides with the same settings (``overrides``: render's flags)."""
+    """Resolve and render both sides with the same settings (``overrides``: render's flags).
+    Two revisions are compared from their merge-base unless ``two_tip``."""
     values = list(cli_values or [])
     base_side = resolve_side("base", base, path)
     head_side = resolve_side("head", head, path)
+    if not two_tip and base_side.kind == head_side.kind == REVISION:
+        base_side = merge_base(base_side, head_side)
     rendered = (
         render_side(base_side, cli_values=values, env=env, overrides=overrides),
         render_side(head_side, cli_values=values, env=env, overrides=overrides),

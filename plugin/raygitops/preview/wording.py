@@ -28,22 +28,24 @@ def pods(count: PodCount) -> str:
 
 
 def verdict(report: Report) -> str:
-    """One line saying what the merge does, most serious first."""
-    recreate, stale = report.recreated, report.count(STALE)
+    """One line saying what the merge does, most serious first; every recreated, deleted and
+    stale cluster is counted in it."""
+    recreate, deleted, stale = report.recreated, report.count(DELETE), report.count(STALE)
+    serious = []
     if recreate:
-        line = f"This merge recreates {plural(recreate, 'RayCluster')} " \
-               f"({pods(report.pods(RECREATE_CLASS, NATIVE_CLASS))})"
+        line = f"recreates {plural(recreate, 'RayCluster')} ({pods(report.pods(RECREATE_CLASS, NATIVE_CLASS))})"
         if report.count(NATIVE_CLASS):
             line += f", {report.count(NATIVE_CLASS)} of them by KubeRay's native Recreate after the sync"
-        if stale:
-            line += f", and leaves {stale} stale ({pods(report.pods(STALE))} keep the old template)"
-        return line
+        serious.append(line)
+    if deleted:
+        serious.append(f"deletes {plural(deleted, 'RayCluster')} ({pods(report.pods(DELETE))} go)")
     if stale:
-        return (f"This merge leaves {plural(stale, 'RayCluster')} stale: "
-                f"{pods(report.pods(STALE))} keep the old template")
+        serious.append(f"leaves {plural(stale, 'RayCluster')} stale ({pods(report.pods(STALE))} keep the old "
+                       "template)")
+    if serious:
+        return "This merge " + ", ".join(serious[:-1]) + (" and " if len(serious) > 1 else "") + serious[-1]
     parts = []
-    for klass, words in ((IN_PLACE, "changed in place"), (CREATE, "created"),
-                         (DELETE, "deleted")):
+    for klass, words in ((IN_PLACE, "changed in place"), (CREATE, "created")):
         n = report.count(klass)
         if n:
             parts.append(f"{plural(n, 'RayCluster')} {words}" if not parts else f"{n} {words}")
@@ -56,7 +58,7 @@ def verdict(report: Report) -> str:
 
 
 def verdict_mark(report: Report) -> str:
-    return {"recreate": "⚠️", "stale": "🟡", "changes": "✅", "none": "✅"}[report.verdict]
+    return {"recreate": "⚠️", "delete": "⚠️", "stale": "🟡", "changes": "✅", "none": "✅"}[report.verdict]
 
 
 def value(v: Any, limit: int = 80) -> str:
