@@ -194,3 +194,58 @@ def test_no_merge_base_says_how_to_fix(repo: Path, monkeypatch: pytest.MonkeyPat
     git(shallow, "branch", "-q", "feature", "origin/unrelated")
     result = diff(shallow, monkeypatch, "--base", "origin/main", "--head", "feature", "app")
     assert result.exit_code == 1 and "this clone is shallow" in result.output and "fetch-depth: 0" in result.output
+
+
+def _app_cluster(name: str, image: str) -> str:
+    return (FIXTURES / "base" / "clusters.yaml").read_text().split("\n---")[0].replace(
+        "name: training", f"name: {name}", 1).replace("rayproject/ray:2.9.0", image)
+
+
+def test_every_app_under_a_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One report for every app under apps/: those with a raygitops.yaml, and with --app
+    those a glob names; apps added and removed by the branch included."""
+    root = tmp_path / "repo"
+    for app, image in (("a", "rayproject/ray:2.9.0"), ("b", "rayproject/ray:2.9.0"), ("plain/c", "rayproject/ray:2.9.0")):
+        (root / "apps" / app).mkdir(parents=True)
+        (root / "apps" / app / "cluster.yaml").write_text(_app_cluster(app.split("/")[-1], image))
+        if app != "plain/c":
+            (root / "apps" / app / "raygitops.yaml").write_text("namespace: ml\n")
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "main")
+    git(root, "checkout", "-q", "-b", "feature")
+    (root / "apps" / "a" / "cluster.yaml").write_text(_app_cluster("a", "rayproject/ray:2.10.0"))
+    git(root, "rm", "-rq", "apps/b")
+    (root / "apps" / "d").mkdir()
+    (root / "apps" / "d" / "cluster.yaml").write_text(_app_cluster("d", "rayproject/ray:2.9.0"))
+    (root / "apps" / "d" / "raygitops.yaml").write_text("namespace: ml\n")
+    git(root, "add", ".")
+    git(root, "commit", "-qm", "feature")
+
+    result = diff(root, monkeypatch, "--base", "main", "--head", "feature", "apps", "--format", "json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    by_app = {a["app"]: [c["class"] for c in a["clusters"]] for a in data["apps"]}
+    assert by_app == {"apps/a": ["recreate"], "apps/b": ["delete"], "apps/d": ["create"]}, by_app
+    assert data["verdict"] == "recreate" and data["summary"]["apps"] == 3
+    assert data["summary"]["text"] == "3 apps under apps: 2 need a look (apps/a, apps/b)"
+    assert all(a["schemaVersion"] == 1 and "base" in a for a in data["apps"])  # the single-app shape
+
+    globbed = diff(root, monkeypatch, "--base", "main", "--head", "feature", "apps", "--app", "plain/*",
+                   "--format", "json")
+    assert [a["app"] for a in json.loads(globbed.stdout)["apps"]] == ["apps/a", "apps/b", "apps/d", "apps/plain/c"]
+    md = diff(root, monkeypatch, "--base", "main", "--head", "feature", "apps", "--format", "markdown",
+              "--fail-on", "delete")
+    assert md.exit_code == 3 and md.stdout.count("<!-- raygitops-diff path=") == 3, md.output
+    assert md.stdout.startswith("**raygitops diff: 3 apps under apps: 2 need a look")
+    # an app directory itself is previewed alone, as before
+    single = diff(root, monkeypatch, "--base", "main", "--head", "feature", "apps/a", "--format", "json")
+    assert [c["class"] for c in json.loads(single.stdout)["clusters"]] == ["recreate"]
+    # directories work the same way
+    shutil.copytree(root / "apps", tmp_path / "head" / "apps")
+    git(root, "checkout", "-q", "main")
+    shutil.copytree(root / "apps", tmp_path / "base" / "apps")
+    dirs = diff(tmp_path, monkeypatch, "--base", "base", "--head", "head", "apps", "--format", "json")
+    assert dirs.exit_code == 0, dirs.output
+    assert {a["app"]: [c["class"] for c in a["clusters"]] for a in json.loads(dirs.stdout)["apps"]} == \
+        {"head/apps/a": ["recreate"], "head/apps/b": ["delete"], "head/apps/d": ["create"]}

@@ -56,6 +56,9 @@ def use_color(stream: Any, choice: bool | None) -> bool:
 @click.argument("path", default=".", metavar="[PATH]")
 @click.option("--values", "-f", "values", multiple=True,
               help="Values file for *.j2 templates, used on both sides (repeatable).")
+@click.option("--app", "app_globs", multiple=True, metavar="GLOB",
+              help="Preview every app under PATH: directories matching GLOB (relative to PATH; "
+                   "repeatable), besides those holding a raygitops.yaml.")
 @click.option("--two-tip", is_flag=True,
               help="Two revisions: compare their tips (default: head against its merge-base with base, "
                    "what merging head changes, as `git diff base...head`).")
@@ -74,35 +77,55 @@ def use_color(stream: Any, choice: bool | None) -> bool:
               help="Colour the text format (default: on a terminal, unless NO_COLOR is set).")
 @guarded
 def diff(base: str, head: str, path: str, values: tuple[str, ...], fmt: str, exit_code: bool,
-         fail_on: str | None, color: bool | None, two_tip: bool, **overrides: Any) -> None:
-    """Preview what merging HEAD into BASE does to each RayCluster of the app at PATH.
+         fail_on: str | None, color: bool | None, two_tip: bool, app_globs: tuple[str, ...],
+         **overrides: Any) -> None:
+    """Preview what merging HEAD into BASE does to each RayCluster of the app at PATH (or of
+    every app under PATH: each directory holding a raygitops.yaml, or matching --app).
 
     A directory side renders DIR/PATH; a revision renders PATH as committed at that
     revision, from a temporary checkout (the working tree is never touched).
     """
+    from raygitops.preview.apps import discover
     from raygitops.preview.impact import classify
-
-    failing = fail_classes(fail_on, exit_code)
     from raygitops.preview.revisions import render_sides
 
-    base_side, head_side = render_sides(base, head, path, cli_values=list(values), overrides=overrides,
-                                        two_tip=two_tip)
-    report = classify(base_side.result, head_side.result)
-    report.notes.extend(base_side.notes + head_side.notes)
-    if fmt == "json":
-        from raygitops.preview import report_json as formatter
+    failing = fail_classes(fail_on, exit_code)
 
-        text = formatter.render(report, base_side.side, head_side.side)
-    elif fmt == "markdown":
-        from raygitops.preview import report_markdown as formatter  # type: ignore[no-redef]
+    def preview(app: str) -> Any:
+        base_side, head_side = render_sides(base, head, app, cli_values=list(values), overrides=overrides,
+                                            two_tip=two_tip)
+        report = classify(base_side.result, head_side.result)
+        report.notes.extend(base_side.notes + head_side.notes)
+        return report, base_side.side, head_side.side
 
-        text = formatter.render(report, base_side.side, head_side.side)
+    apps = discover(base, head, path, app_globs)
+    colored = use_color(sys.stdout, color)
+    if apps is None:  # PATH is one app
+        report, base_side, head_side = preview(path)
+        reports = [(report, base_side, head_side)]
+        if fmt == "json":
+            from raygitops.preview import report_json
+
+            text = report_json.render(report, base_side, head_side)
+        elif fmt == "markdown":
+            from raygitops.preview import report_markdown
+
+            text = report_markdown.render(report, base_side, head_side)
+        else:
+            from raygitops.preview import report_text
+
+            text = report_text.render(report, base_side, head_side, color=colored)
     else:
-        from raygitops.preview import report_text
+        from raygitops.preview import report_apps
 
-        text = report_text.render(report, base_side.side, head_side.side,
-                                  color=use_color(sys.stdout, color))
+        reports = [preview(app) for app in apps]
+        if fmt == "json":
+            text = report_apps.render_json(path, reports)
+        elif fmt == "markdown":
+            text = report_apps.render_markdown(path, reports)
+        else:
+            text = report_apps.render_text(path, reports, color=colored)
     sys.stdout.write(text)
     sys.stdout.flush()
-    if failing and report.fails(failing):
+    if failing and any(r.fails(failing) for r, _, _ in reports):
         sys.exit(EXIT_RECREATE)

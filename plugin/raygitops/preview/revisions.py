@@ -75,7 +75,7 @@ def _side_error(side: str, err: RaygitopsError) -> RaygitopsError:
     return RaygitopsError(f"{side}: {err.message}")
 
 
-def _git(args: list[str], cwd: str, *, input_bytes: bytes | None = None,
+def run_git(args: list[str], cwd: str, *, input_bytes: bytes | None = None,
          check: bool = True) -> subprocess.CompletedProcess:
     env = dict(os.environ)
     env.update(GIT_LITERAL_PATHSPECS="1", GIT_TERMINAL_PROMPT="0", LC_ALL="C")
@@ -117,13 +117,13 @@ def resolve_side(name: str, spec: str, path: str = ".") -> Side:
     if spec.startswith("-"):
         raise RaygitopsError(f"{name}: {spec!r} is neither a directory nor a git revision")
     cwd = _discovery_dir(path)
-    top = _git(["rev-parse", "--show-toplevel"], cwd, check=False)
+    top = run_git(["rev-parse", "--show-toplevel"], cwd, check=False)
     if top.returncode != 0:
         raise RaygitopsError(
             f"{name}: {spec!r} is not a directory, and {path!r} is not inside a git repository"
         )
     root = top.stdout.decode().strip()
-    proc = _git(["rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}"], cwd, check=False)
+    proc = run_git(["rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}"], cwd, check=False)
     if proc.returncode != 0:
         raise RaygitopsError(f"{name}: {spec!r} is neither a directory nor a git revision")
     commit = proc.stdout.decode().strip()
@@ -140,9 +140,9 @@ def merge_base(base: Side, head: Side) -> Side:
     changes, as ``git diff base...head`` shows it (changes merged into base since the branch
     point are not the pull request's)."""
     assert base.kind == head.kind == REVISION and base.repo_root
-    proc = _git(["merge-base", str(base.commit), str(head.commit)], base.repo_root, check=False)
+    proc = run_git(["merge-base", str(base.commit), str(head.commit)], base.repo_root, check=False)
     if proc.returncode != 0:
-        shallow = _git(["rev-parse", "--is-shallow-repository"], base.repo_root, check=False).stdout.strip()
+        shallow = run_git(["rev-parse", "--is-shallow-repository"], base.repo_root, check=False).stdout.strip()
         why = "this clone is shallow" if shallow == b"true" else "they share no history"
         raise RaygitopsError(
             f"base: no merge-base of {base.spec} and {head.spec} ({why}): fetch their history "
@@ -160,7 +160,7 @@ def materialize(side: Side, dest: Path) -> Path | None:
     args = ["ls-tree", "-r", "-z", "--full-tree", side.commit]
     if rel:
         args += ["--", rel]
-    listing = _git(args, side.repo_root).stdout
+    listing = run_git(args, side.repo_root).stdout
     entries: list[tuple[str, str, str]] = []  # (mode, oid, repo path)
     for record in listing.split(b"\0"):
         if not record:
@@ -172,7 +172,7 @@ def materialize(side: Side, dest: Path) -> Path | None:
         entries.append((mode, oid, name.decode("utf-8", "surrogateescape")))
     if not entries:
         return None
-    batch = _git(["cat-file", "--batch"], side.repo_root,
+    batch = run_git(["cat-file", "--batch"], side.repo_root,
                  input_bytes="".join(f"{oid}\n" for _, oid, _ in entries).encode()).stdout
     offset = 0
     for mode, oid, name in entries:
@@ -215,6 +215,8 @@ def render_side(
     """Render one side; every error is re-raised naming the side."""
     from raygitops.pipeline import render_app
 
+    if side.kind == DIRECTORY and not os.path.isdir(side.path):  # an app added or removed
+        return RenderedSide(side, None, [f"{side.path} does not exist at {side.name}"])
     if side.kind != REVISION:
         try:
             return RenderedSide(side, render_app(side.path, cli_values=cli_values, env=env,
