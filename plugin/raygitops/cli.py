@@ -25,6 +25,7 @@ COMMANDS = {
     "diff": "raygitops.preview.command:diff",
     "presync": "raygitops.presync.command:presync",
     "status": "raygitops.status.command:status",
+    "version": "raygitops.cli:version",
 }
 
 
@@ -117,6 +118,12 @@ def render(path: str, values: tuple[str, ...], config: str | None, out_dir: str 
         return
     text = json_list(result.objects) if fmt == "json" else yaml_stream(result.objects)
     sys.stdout.write(text)
+
+
+@click.command()
+def version() -> None:
+    """Print the raygitops version (the same as --version)."""
+    click.echo(f"raygitops, version {__version__}")
 
 
 @click.command("hash")

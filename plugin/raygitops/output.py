@@ -70,6 +70,14 @@ def _file_names(objects: list[dict[str, Any]], default_namespace: str) -> list[s
     return names
 
 
+def _file_mode() -> int:
+    """0644 under the usual umask: what a plain ``open(..., "w")`` would create (mkstemp's
+    0600 would make committed manifests unreadable to others)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_file() and path.read_text(encoding="utf-8") == text:
@@ -77,6 +85,7 @@ def _write_atomic(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".yaml")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
+    os.chmod(tmp, _file_mode())
     os.replace(tmp, path)
 
 

@@ -21,7 +21,15 @@ from raygitops.settings import (
     find_config,
     load_config,
 )
-from raygitops.sources import check_app_file, read_app, read_stdin, read_text
+from raygitops.sources import (
+    TEMPLATE_SUFFIX,
+    check_app_file,
+    load_values,
+    read_app,
+    read_stdin,
+    read_text,
+    template_context,
+)
 from raygitops.yamlio import Document, decode, load_documents
 
 STDIN = "-"
@@ -52,15 +60,25 @@ def read_documents(
     path: str, settings: Settings, env: Mapping[str, str], cli_values: list[str],
     stdin: Any = None,
 ) -> list[Document]:
-    """Parse the documents of a directory, one file, or stdin (``-``)."""
+    """Parse the documents of a directory, one file, or stdin (``-``).  A single ``*.j2``
+    file is templated as in a directory (the values of ``--values``); values files given
+    are read, and refused when missing or broken, whatever the input."""
     if path == STDIN:
+        load_values([(Path(v), v) for v in cli_values], {}, None)
         data = read_stdin(stdin or sys.stdin.buffer, "<stdin>")
         return list(load_documents(decode(data, "<stdin>"), "<stdin>"))
     target = Path(path)
     if target.is_dir():
         return read_app(target, path, settings, env, cli_values)
     if target.is_file():
-        return list(load_documents(read_text(target.resolve().parent, target, path), path))
+        values = load_values([(Path(v), v) for v in cli_values], settings.value_overrides, None)
+        root = target.resolve().parent
+        text = read_text(root, target, path)
+        if target.name.endswith(TEMPLATE_SUFFIX):
+            from raygitops.templating import TemplateRenderer
+
+            text = TemplateRenderer(root, template_context(values, env)).render(target, path)
+        return list(load_documents(text, path))
     raise RaygitopsError("no such file or directory", path)
 
 

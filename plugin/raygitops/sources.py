@@ -182,6 +182,9 @@ def read_app(
     for v in cli_values:  # given on the command line by the user: trusted, any path
         values_files.append((Path(v), v))
     files = app_files(app_dir, [p for p, _ in values_files], settings.exclude)
+    # Read now, templates or not: a values file that is missing or broken is an error even
+    # where no template would read it (a typo in --values must not pass silently).
+    values = load_values(values_files, settings.value_overrides, None)
     renderer = None
     documents: list[Document] = []
     for path in files:
@@ -191,9 +194,6 @@ def read_app(
             if renderer is None:
                 from raygitops.templating import TemplateRenderer
 
-                values = load_values(
-                    [(p, d) for p, d in values_files], settings.value_overrides, None
-                )
                 renderer = TemplateRenderer(root, template_context(values, env))
             text = renderer.render(path, display)
         documents.extend(load_documents(text, display))

@@ -141,3 +141,47 @@ def test_argocd_parameters_malformed_are_located_errors(tmp_path: Path, raw: str
     root = write(tmp_path, {"c.yaml": cluster(meta=RECREATE)})
     with pytest.raises(RaygitopsError, match="ARGOCD_APP_PARAMETERS"):
         render_app(str(root), env={"ARGOCD_APP_PARAMETERS": raw})
+
+
+def test_out_dir_files_are_readable_like_any_file(tmp_path: Path) -> None:
+    """0644 files and 0755 directories under the usual umask (mkstemp alone gave 0600)."""
+    import os
+    import stat
+
+    root = write(tmp_path / "app", {"c.yaml": cluster(meta=RECREATE)})
+    out = tmp_path / "out"
+    old = os.umask(0o022)
+    try:
+        invoke(["render", str(root), "--out", str(out)])
+    finally:
+        os.umask(old)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    assert files and all(stat.S_IMODE(p.stat().st_mode) == 0o644 for p in files), \
+        {p.name: oct(p.stat().st_mode) for p in files}
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o755 for p in out.rglob("*") if p.is_dir())
+
+
+@pytest.mark.parametrize("source", ["dir", "file", "stdin"])
+def test_a_missing_or_broken_values_file_is_an_error(tmp_path: Path, source: str) -> None:
+    root = write(tmp_path / "app", {"c.yaml": cluster()})
+    (tmp_path / "broken.yaml").write_text("a: [1\n")
+    target = {"dir": str(root), "file": str(root / "c.yaml"), "stdin": "-"}[source]
+    for values, why in ((str(tmp_path / "missing.yaml"), "cannot read values file"),
+                        (str(tmp_path / "broken.yaml"), "broken.yaml:")):
+        result = CliRunner().invoke(main, ["render", target, "--values", values],
+                                    input=cluster() if source == "stdin" else None)
+        assert result.exit_code == 1 and result.stdout == "", (source, values, result.output)
+        assert why in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_single_template_file_is_templated(tmp_path: Path) -> None:
+    root = write(tmp_path / "app", {"c.yaml.j2": cluster(name="{{ name }}")})
+    (tmp_path / "v.yaml").write_text("name: from-values\n")
+    docs = list(yaml.safe_load_all(invoke(["render", str(root / "c.yaml.j2"), "--values", str(tmp_path / "v.yaml")])))
+    assert docs[0]["metadata"]["name"] == "from-values"
+
+
+def test_version_command() -> None:
+    from raygitops import __version__
+
+    assert invoke(["version"]) == f"raygitops, version {__version__}\n" == invoke(["--version"])
