@@ -90,8 +90,8 @@ def main() -> None:
 @click.option("--values", "-f", "values", multiple=True, help="Values file for *.j2 templates (repeatable, later wins).")
 @click.option("--config", type=str, default=None, help="App config file (default: PATH/raygitops.yaml).")
 @click.option("--out", "out_dir", default=None, help="Write one file per object into DIR instead of stdout.")
-@click.option("--format", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
-@click.option("--namespace", default=None, help="Namespace of objects that name none.")
+@click.option("--format", "-o", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+@click.option("--namespace", "-n", default=None, help="Namespace of objects that name none.")
 @click.option("--hook-image", default=None, help="Image of the PreSync hook Job.")
 @click.option("--keep-upgrade-strategy/--move-upgrade-strategy", default=None,
               help="Keep spec.upgradeStrategy (KubeRay >= 1.6) instead of moving it to the annotation.")
@@ -113,6 +113,8 @@ def render(path: str, values: tuple[str, ...], config: str | None, out_dir: str 
     from raygitops.pipeline import render_app
 
     result = render_app(path, cli_values=list(values), config=config, overrides=overrides)
+    for warning in result.warnings:
+        click.echo(f"raygitops: warning: {warning}", err=True)
     if out_dir is not None:
         write_out_dir(result.objects, out_dir, result.default_namespace)
         return
@@ -128,7 +130,7 @@ def version() -> None:
 
 @click.command("hash")
 @click.argument("path", metavar="FILE|-")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--format", "-o", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 @click.option("--values", "-f", "values", multiple=True, help="Values file for *.j2 templates.")
 @guarded
 def hash_command(path: str, fmt: str, values: tuple[str, ...]) -> None:

@@ -52,6 +52,7 @@ class RenderResult:
     # Where each app object came from ("path:line"), parallel to the first len(sources) objects.
     sources: list[str] = field(default_factory=list)
     settings: Settings | None = None  # what it was rendered with (diff reads `preview:`)
+    warnings: list[str] = field(default_factory=list)  # "path:line: message", for stderr
 
 
 def is_raycluster(obj: dict[str, Any]) -> bool:
@@ -176,6 +177,7 @@ def render_documents(
                 # The hook looks for the cluster where the plan says: make sure it lands there
                 # (Argo CD would otherwise put a namespace-less one in its destination).
                 obj["metadata"].setdefault("namespace", namespace)
+                result.warnings += [f"{where}: {w}" for w in strategy.annotation_warnings(obj)]
                 result.clusters.append(_render_cluster(doc, namespace, settings))
             elif group == "ray.io" and kind in strategy.EMBEDDED_SPEC:
                 strategy.check_embedded_opt_in(obj)

@@ -5,6 +5,7 @@ Pure functions over one parsed object; they return decisions and never touch I/O
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
 from raygitops.errors import RaygitopsError
@@ -49,8 +50,16 @@ def _spec_strategy(spec: Any) -> str | None:
     if value is None:
         return None
     if value not in STRATEGIES:
-        raise RaygitopsError(f"spec.upgradeStrategy.type {value!r} is not Recreate or None")
+        raise RaygitopsError(f"spec.upgradeStrategy.type {value!r} is not Recreate or None{_did_you_mean(value)}")
     return value
+
+
+def _did_you_mean(value: Any) -> str:
+    if not isinstance(value, str):
+        return ""
+    match = [s for s in STRATEGIES if s.lower() == value.strip().lower()] or \
+        difflib.get_close_matches(value, STRATEGIES, n=1, cutoff=0.6)
+    return f" (did you mean {match[0]}?)" if match else ""
 
 
 def cluster_strategy(obj: dict[str, Any], keep: bool = False) -> str:
@@ -64,7 +73,7 @@ def cluster_strategy(obj: dict[str, Any], keep: bool = False) -> str:
     annotation = _annotations(obj).get(STRATEGY_ANNOTATION)
     if annotation is not None and annotation not in STRATEGIES:
         raise RaygitopsError(
-            f"annotation {STRATEGY_ANNOTATION}={annotation!r} is not Recreate or None"
+            f"annotation {STRATEGY_ANNOTATION}={annotation!r} is not Recreate or None{_did_you_mean(annotation)}"
         )
     field = _spec_strategy(obj.get("spec"))
     if annotation is not None and field is not None and annotation != field and not keep:
@@ -79,6 +88,25 @@ def cluster_strategy(obj: dict[str, Any], keep: bool = False) -> str:
 def native_recreate(obj: dict[str, Any]) -> bool:
     """Whether the manifest asks the KubeRay >= 1.6 operator itself to recreate the pods."""
     return _spec_strategy(obj.get("spec")) == RECREATE
+
+
+# The raygitops.dev/* keys a RayCluster manifest may carry (render writes the hash ones).
+KNOWN_ANNOTATIONS = (STRATEGY_ANNOTATION, "raygitops.dev/template-hash", "raygitops.dev/template-hashes")
+
+
+def annotation_warnings(obj: dict[str, Any]) -> list[str]:
+    """Near-miss opt-ins, which would otherwise pass silently: a ``raygitops.dev/*`` key that
+    does not exist, or a key that looks like the opt-in (``raygitops.dev/upgrade-stratgy``,
+    ``raygitops.io/upgrade-strategy``); each with the right spelling."""
+    out = []
+    for key in _annotations(obj):
+        if not isinstance(key, str) or key in KNOWN_ANNOTATIONS or key in HOOK_OWNED_ANNOTATIONS:
+            continue
+        close = difflib.get_close_matches(key, KNOWN_ANNOTATIONS, n=1, cutoff=0.8)
+        if key.startswith("raygitops.dev/") or close:
+            hint = f"did you mean {close[0]}?" if close else f"raygitops knows {STRATEGY_ANNOTATION}"
+            out.append(f"metadata.annotations.{key}: not a raygitops annotation ({hint}); it opts nothing in")
+    return out
 
 
 def move_strategy_to_annotation(obj: dict[str, Any], strategy: str) -> None:

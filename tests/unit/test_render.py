@@ -226,3 +226,34 @@ def test_large_plans_are_compressed(tmp_path: Path) -> None:
     configmap = next(o for o in result.objects if o["kind"] == "ConfigMap")
     packed = configmap["binaryData"]["plan.json.gz"]
     assert json.loads(gzip.decompress(base64.b64decode(packed)))["clusters"][0]["name"] == "c"
+
+
+@pytest.mark.parametrize("key", ["raygitops.dev/upgrade-stratgy", "raygitops.io/upgrade-strategy",
+                                 "raygitop.dev/upgrade-strategy", "raygitops.dev/recreate-strategy"])
+def test_near_miss_opt_in_warns_with_the_spelling(tmp_path: Path, key: str) -> None:
+    result = render(tmp_path, {"c.yaml": cluster(meta=f"  annotations: {{{key}: Recreate}}\n")})
+    (warning,) = result.warnings
+    assert warning.startswith(f"{tmp_path}/c.yaml:1: metadata.annotations.{key}: not a raygitops annotation")
+    assert "raygitops.dev/upgrade-strategy" in warning
+    assert result.clusters[0].plan.strategy == "None"  # it opted nothing in: said, not guessed
+
+
+def test_known_and_foreign_annotations_do_not_warn(tmp_path: Path) -> None:
+    meta = "  annotations: {raygitops.dev/upgrade-strategy: Recreate, example.com/team: ml}\n"
+    assert render(tmp_path, {"c.yaml": cluster(meta=meta)}).warnings == []
+
+
+def test_a_lowercase_strategy_says_the_spelling(tmp_path: Path) -> None:
+    with pytest.raises(RaygitopsError, match=r"is not Recreate or None \(did you mean Recreate\?\)"):
+        render(tmp_path, {"c.yaml": cluster(spec="  upgradeStrategy: {type: recreate}\n")})
+
+
+def test_render_prints_warnings_on_stderr(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from raygitops.cli import main
+
+    root = write(tmp_path, {"c.yaml": cluster(meta="  annotations: {raygitops.dev/upgrade-stratgy: Recreate}\n")})
+    result = CliRunner().invoke(main, ["render", str(root)])
+    assert result.exit_code == 0 and result.stdout.startswith("---\napiVersion: ray.io/v1")
+    assert result.stderr.startswith("raygitops: warning: ") and "did you mean raygitops.dev/upgrade-strategy?" in result.stderr

@@ -185,3 +185,10 @@ def test_version_command() -> None:
     from raygitops import __version__
 
     assert invoke(["version"]) == f"raygitops, version {__version__}\n" == invoke(["--version"])
+
+
+def test_short_options_like_kubectl(tmp_path: Path) -> None:
+    root = write(tmp_path, {"c.yaml": cluster()})
+    assert invoke(["render", str(root), "-o", "json", "-n", "ml"]) == \
+        invoke(["render", str(root), "--format", "json", "--namespace", "ml"])
+    assert json.loads(invoke(["hash", str(root / "c.yaml"), "-o", "json"]))

@@ -66,7 +66,7 @@ def use_color(stream: Any, choice: bool | None) -> bool:
               help="As for render: keep spec.upgradeStrategy (KubeRay >= 1.6).")
 @click.option("--kuberay-version", default=None, metavar="VERSION",
               help="The KubeRay operator the app runs on (e.g. 1.6.2), as for render.")
-@click.option("--format", "fmt", type=click.Choice(["markdown", "json", "text"]),
+@click.option("--format", "-o", "fmt", type=click.Choice(["markdown", "json", "text"]),
               default="text", show_default=True)
 @click.option("--exit-code", is_flag=True,
               help="Exit 3 when at least one RayCluster is recreated (= --fail-on recreate).")
