@@ -41,12 +41,16 @@ def resolve_settings(
     """Defaults < app config file < Argo CD parameters < CLI flags."""
     settings = Settings()
     config_path: Path | None = Path(config) if config else None
-    if config_path is None and path != STDIN and Path(path).is_dir():
-        config_path = find_config(Path(path))
+    # A single file belongs to the app of its directory: the same settings as rendering it
+    # (render and hash agree on the namespace, the strategy setting, ...).
+    app_dir = Path(path) if path != STDIN and Path(path).is_dir() else (
+        Path(path).parent if path != STDIN and Path(path).is_file() else None)
+    if config_path is None and app_dir is not None:
+        config_path = find_config(app_dir)
         if config_path is not None:
             # The app's own config file is untrusted like every file of the app: it must
             # not lead outside it (a symlink to a secret would echo its keys in errors).
-            check_app_file(Path(path).resolve(), config_path, str(config_path))
+            check_app_file(app_dir.resolve(), config_path, str(config_path))
     if config_path is not None:
         if not config_path.is_file():
             raise RaygitopsError("config file not found", str(config_path))

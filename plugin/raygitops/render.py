@@ -19,6 +19,7 @@ from raygitops.hashing import (
     pod_shaping_spec,
     stamp_group,
 )
+from raygitops.hookresources import LABELS as HOOK_LABELS
 from raygitops.hookresources import hook_resources
 from raygitops.k8snames import object_problem
 from raygitops.plan import ClusterPlan, HookSettings, Plan
@@ -109,6 +110,12 @@ def _check_accepted(group: str, kind: str, obj: dict[str, Any]) -> None:
         raise RaygitopsError(problem)
 
 
+def _is_own_hook_object(obj: Any) -> bool:
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    return isinstance(labels, dict) and all(labels.get(k) == v for k, v in HOOK_LABELS.items())
+
+
 def _check_operator_knows_upgrade_strategy(version: str | None) -> None:
     """A kept ``spec.upgradeStrategy`` for an operator older than 1.6 would be dropped by its
     CRD (pruned, or refused under strict field validation): the user's intent would vanish."""
@@ -159,6 +166,9 @@ def render_documents(
                              "(Argo CD would prune every resource)")
     result = RenderResult(default_namespace=default_namespace, settings=settings)
     seen: dict[tuple[str, str, str, str], str] = {}
+    # raygitops' own hook objects in the input (a rendered stream rendered again) are made
+    # anew below: render is idempotent
+    documents = [d for d in documents if not _is_own_hook_object(d.obj)]
     for doc in documents:
         group, kind, name = _check_object(doc)
         obj = doc.obj

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from raygitops.errors import RaygitopsError, printable
+from raygitops.output import OUT_MARKER
 from raygitops.settings import CONFIG_NAMES, Settings, argocd_parameters
 from raygitops.yamlio import Document, decode, load_documents
 
@@ -84,11 +85,14 @@ def is_values_file(rel: str) -> bool:
 
 
 def app_files(app_dir: Path, skip: Iterable[Path], exclude: list[str]) -> list[Path]:
-    """Manifest and template files under ``app_dir``, sorted; hidden entries skipped."""
+    """Manifest and template files under ``app_dir``, sorted; hidden entries skipped, and
+    directories ``render --out`` wrote (they hold its marker): render never reads its own
+    output (the Flux layout keeps ``rendered/`` beside the app)."""
     skipped = {_resolve(p, str(p)) for p in skip}
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(app_dir, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
+                             and not (Path(dirpath) / d / OUT_MARKER).is_file())
         for name in filenames:
             if name.startswith(".") or name in CONFIG_NAMES:
                 continue

@@ -136,7 +136,9 @@ class FluxApp:
         return self.plane.kubectl_json("get", "jobs", "-n", self.ns)["items"]
 
     def hook_runs(self) -> list[int | None]:
-        return [v for k, v in sorted(self.runner.exit_codes().items()) if k.startswith(f"{self.ns}/")]
+        """Exit codes of this app's hook pods in the order they started (never by name: a
+        pod's name carries its plan hash, which orders nothing)."""
+        return [v for k, v in self.runner.exit_codes().items() if k.startswith(f"{self.ns}/")]
 
     def hook_report(self) -> dict[str, Any]:
         logs = sorted(self.runner.log_dir.glob(f"{self.ns}_*.log"), key=lambda p: p.stat().st_mtime)

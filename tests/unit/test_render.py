@@ -257,3 +257,25 @@ def test_render_prints_warnings_on_stderr(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["render", str(root)])
     assert result.exit_code == 0 and result.stdout.startswith("---\napiVersion: ray.io/v1")
     assert result.stderr.startswith("raygitops: warning: ") and "did you mean raygitops.dev/upgrade-strategy?" in result.stderr
+
+
+def test_rendering_the_output_again_gives_the_output(tmp_path: Path) -> None:
+    """Render is idempotent on its whole output, hook objects included (no duplicates)."""
+    from raygitops.output import yaml_stream
+
+    first = yaml_stream(render(tmp_path / "a", {"c.yaml": cluster(meta=RECREATE)}).objects)
+    again = render(tmp_path / "b", {"all.yaml": first})
+    assert yaml_stream(again.objects) == first
+
+
+def test_render_never_reads_its_own_out_dir(tmp_path: Path) -> None:
+    """The Flux layout: `render app --out app/rendered` beside the manifests."""
+    from click.testing import CliRunner
+
+    from raygitops.cli import main
+
+    app = write(tmp_path / "app", {"c.yaml": cluster(meta=RECREATE)})
+    before = render_app(str(app), env={}).objects
+    result = CliRunner().invoke(main, ["render", str(app), "--out", str(app / "rendered")])
+    assert result.exit_code == 0, result.output
+    assert render_app(str(app), env={}).objects == before

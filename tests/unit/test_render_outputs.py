@@ -192,3 +192,13 @@ def test_short_options_like_kubectl(tmp_path: Path) -> None:
     assert invoke(["render", str(root), "-o", "json", "-n", "ml"]) == \
         invoke(["render", str(root), "--format", "json", "--namespace", "ml"])
     assert json.loads(invoke(["hash", str(root / "c.yaml"), "-o", "json"]))
+
+
+def test_hash_and_render_of_one_file_use_its_apps_settings(tmp_path: Path) -> None:
+    """A single file belongs to the app of its directory: the namespace of its raygitops.yaml."""
+    root = write(tmp_path / "app", {"c.yaml": cluster(meta=RECREATE), "raygitops.yaml": "namespace: ml\n"})
+    hashes = json.loads(invoke(["hash", str(root / "c.yaml"), "-o", "json"]))
+    assert list(hashes) == ["ml/c"]
+    docs = list(yaml.safe_load_all(invoke(["render", str(root / "c.yaml")])))
+    assert docs[0]["metadata"]["namespace"] == "ml"
+    assert list(json.loads(invoke(["hash", str(root), "-o", "json"]))) == ["ml/c"]
