@@ -29,6 +29,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from appgen import write_app  # noqa: E402
+from sharedpaths import corpus_files  # noqa: E402
 from measure import (Figure, doc_table, interleaved, machine, peak_rss_bytes, process_seconds,  # noqa: E402
                      report, timed, write_doc_section)
 
@@ -116,7 +117,10 @@ def main() -> int:
         figures = [throughput(work, 100 if args.quick else 1000, repeats),
                    start_up(work, repeats),
                    # today's levels: 16.5x at 7 MiB, 14.2x at 29 MiB (the interpreter's 22 MiB weigh less)
-                   memory(work, 7, 1, today=16.5) if args.quick else memory(work, 29, 3, today=14.2)]
+                   # with the corpus' clusters; 22.3x at 7 MiB with the built-in one (smaller
+                   # objects, more of them per byte) where ../shared is absent
+                   memory(work, 7, 1, today=16.5 if corpus_files() else 22.3) if args.quick
+                   else memory(work, 29, 3, today=14.2 if corpus_files() else 22.3)]
         ok = report(figures, args.quick)
         if args.write_docs and not args.quick:
             write_doc_section("bench_render", f"Machine: {machine()}.\n\n{doc_table(figures)}")
