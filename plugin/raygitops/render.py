@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raygitops import native, strategy
-from raygitops.errors import RaygitopsError
+from raygitops.errors import RaygitopsError, printable
 from raygitops.hashing import (
     HASHES_ANNOTATION,
     GroupHashes,
@@ -187,7 +187,7 @@ def render_documents(
                 # The hook looks for the cluster where the plan says: make sure it lands there
                 # (Argo CD would otherwise put a namespace-less one in its destination).
                 obj["metadata"].setdefault("namespace", namespace)
-                result.warnings += [f"{where}: {w}" for w in strategy.annotation_warnings(obj)]
+                result.warnings += [f"{printable(where)}: {w}" for w in strategy.annotation_warnings(obj)]
                 result.clusters.append(_render_cluster(doc, namespace, settings))
             elif group == "ray.io" and kind in strategy.EMBEDDED_SPEC:
                 strategy.check_embedded_opt_in(obj)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from raygitops.errors import RaygitopsError
+from raygitops.errors import RaygitopsError, printable
 
 STRATEGY_ANNOTATION = "raygitops.dev/upgrade-strategy"
 RECREATE = "Recreate"
@@ -105,7 +105,8 @@ def annotation_warnings(obj: dict[str, Any]) -> list[str]:
         close = difflib.get_close_matches(key, KNOWN_ANNOTATIONS, n=1, cutoff=0.8)
         if key.startswith("raygitops.dev/") or close:
             hint = f"did you mean {close[0]}?" if close else f"raygitops knows {STRATEGY_ANNOTATION}"
-            out.append(f"metadata.annotations.{key}: not a raygitops annotation ({hint}); it opts nothing in")
+            shown = printable(key if len(key) <= 120 else key[:117] + "...")  # one line, bounded
+            out.append(f"metadata.annotations.{shown}: not a raygitops annotation ({hint}); it opts nothing in")
     return out
 
 

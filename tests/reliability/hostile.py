@@ -705,7 +705,9 @@ def problems(case: Case, ws: Workspace, outcome: Outcome, max_rss_mb: int | None
                 else:
                     if not docs or not all(isinstance(d, dict) and d.get("kind") for d in docs):
                         found.append("render output holds something that is not an object")
-        if outcome.stderr.strip():
+        # on success stderr holds nothing but one-line warnings (near-miss opt-ins)
+        other = [line for line in outcome.stderr.splitlines() if not line.startswith("raygitops: warning: ")]
+        if any(line.strip() for line in other):
             found.append(f"render succeeded but wrote to stderr: {outcome.stderr[:200]!r}")
     elif outcome.code is not None:
         found.append(f"exit code {outcome.code}")

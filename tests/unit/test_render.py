@@ -279,3 +279,11 @@ def test_render_never_reads_its_own_out_dir(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["render", str(app), "--out", str(app / "rendered")])
     assert result.exit_code == 0, result.output
     assert render_app(str(app), env={}).objects == before
+
+
+def test_a_warning_stays_one_line_whatever_the_key(tmp_path: Path) -> None:
+    obj = {"metadata": {"annotations": {"raygitops.dev/x\nraygitops: fake line": "1"}}}
+    from raygitops.strategy import annotation_warnings
+
+    (warning,) = annotation_warnings(obj)
+    assert "\n" not in warning and "\\x0a" in warning
