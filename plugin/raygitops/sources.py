@@ -110,11 +110,13 @@ def app_files(app_dir: Path, skip: Iterable[Path], exclude: list[str]) -> list[P
     return sorted(found, key=lambda p: p.relative_to(app_dir).as_posix())
 
 
-def _deep_merge(base: dict, extra: dict) -> dict:
+def deep_merge(base: dict, extra: dict) -> dict:
+    """``extra`` over ``base``: mappings merged key by key, anything else replaced (values
+    files; and ``raygitops status``'s live spec after a sync applies Git's)."""
     out = dict(base)
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = deep_merge(out[key], value)
         else:
             out[key] = value
     return out
@@ -146,7 +148,7 @@ def load_values(
         for doc in load_documents(text, display):
             if not isinstance(doc.obj, dict):
                 raise RaygitopsError("values file is not a mapping", display, doc.line)
-            values = _deep_merge(values, doc.obj)
+            values = deep_merge(values, doc.obj)
     for dotted, value in overrides.items():
         values = _set_dotted(values, dotted, value)
     return values

@@ -30,6 +30,7 @@ from raygitops import native
 from raygitops.presync import drift
 from raygitops.presync import lock as locks
 from raygitops.render import RenderedCluster
+from raygitops.sources import deep_merge
 from raygitops.strategy import RECREATE, cluster_owner
 
 FAILED, UNVERIFIED, IN_PROGRESS, DRIFTED, NATIVE, STALE, SUSPENDED, ABSENT, IN_SYNC = (
@@ -75,16 +76,12 @@ def crd_knows_upgrade_strategy(crd: dict[str, Any]) -> bool:
 
 
 def overlay(live: Any, desired: Any) -> Any:
-    """The live spec after a sync applies ``desired``: maps merged key by key, anything else
-    (lists, scalars) replaced.  A field Git never sets keeps its live value, as under
-    kubectl's three-way merge and server-side apply (e.g. the ``suspend: false`` the hook's
-    resume wrote), so it is no change to the operator's hash."""
+    """The live spec after a sync applies ``desired``: a field Git never sets keeps its live
+    value, as under kubectl's three-way merge and server-side apply (e.g. the
+    ``suspend: false`` the hook's resume wrote), so it is no change to the operator's hash."""
     if not isinstance(live, dict) or not isinstance(desired, dict):
         return desired
-    out = dict(live)
-    for key, value in desired.items():
-        out[key] = overlay(live.get(key), value)
-    return out
+    return deep_merge(live, desired)
 
 
 def _head_version(pods: list[dict[str, Any]]) -> str | None:
