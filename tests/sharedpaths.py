@@ -10,6 +10,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 CORPUS = SHARED / "corpus" / "kuberay-v1.7.0"
+# the KubeRay the samples are written for: render's kuberayVersion when rendering them (their
+# fields newer than the shipped CRD schemas are then warnings, not errors)
+CORPUS_KUBERAY = "1.7.0"
 CRDS = SHARED / "crds"
 
 

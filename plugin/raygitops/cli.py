@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import click
 
-from raygitops import __version__
+from raygitops import __version__, helmplugin
 from raygitops.errors import RaygitopsError
 
 # name -> "module:attribute" of a click command, imported only when invoked or listed.
@@ -31,24 +31,28 @@ COMMANDS = {
 
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(name for name in COMMANDS if self._load(name) is not None)
+        return sorted(COMMANDS)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        return self._load(name)
-
-    @staticmethod
-    def _load(name: str) -> click.Command | None:
         target = COMMANDS.get(name)
         if target is None:
             return None
         module_name, attr = target.split(":")
         try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as err:
-            if err.name and module_name.startswith(err.name):
-                return None  # that face of raygitops is not installed in this build
-            raise
-        return getattr(module, attr)
+            return getattr(importlib.import_module(module_name), attr)
+        except ImportError as err:  # a broken install: say so, never "No such command"
+            return _unavailable(name, err)
+
+
+def _unavailable(name: str, err: ImportError) -> click.Command:
+    """A command whose module cannot be imported: running it is the one-line error."""
+    reason = f"raygitops {name} cannot start: {type(err).__name__}: {err} (reinstall raygitops with its dependencies)"
+
+    def run(**_: Any) -> None:
+        fail(RaygitopsError(reason))
+
+    return click.Command(name, callback=run, help=f"(unavailable: {err})", context_settings={
+        "ignore_unknown_options": True, "allow_extra_args": True})
 
 
 def fail(err: BaseException) -> None:
@@ -56,10 +60,13 @@ def fail(err: BaseException) -> None:
     if os.environ.get("RAYGITOPS_DEBUG"):
         raise err
     if isinstance(err, RaygitopsError):
-        click.echo(f"raygitops: {err}", err=True)
-        sys.exit(1)
-    # Still exit 1: CI gates on diff's 0 / 3 / 1, and Argo CD only needs non-zero.
-    click.echo(f"raygitops: internal error: {type(err).__name__}: {err}".splitlines()[0], err=True)
+        line = f"raygitops: {err}"
+    else:
+        line = f"raygitops: internal error: {type(err).__name__}: {err}".splitlines()[0]
+    click.echo(line, err=True)
+    if helmplugin.under_helm_plugin():
+        helmplugin.report_error(line)
+    # Always exit 1: CI gates on diff's 0 / 3 / 1, and Argo CD and Helm only need non-zero.
     sys.exit(1)
 
 
@@ -79,7 +86,21 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+# Every RAYGITOPS_* variable the product reads (README "Environment"; a unit test keeps the
+# list complete), shown by `raygitops --help`.
+ENVIRONMENT = {
+    "RAYGITOPS_DEBUG": "set: an error raises with its traceback instead of the one-line message",
+    "RAYGITOPS_TEMPLATE_SECONDS": "CPU seconds a Jinja2 template may take (default 30)",
+    "RAYGITOPS_TEMPLATE_MEMORY_MB": "memory a Jinja2 template may use (default 1024)",
+    "RAYGITOPS_TEST_PAUSE_AT": "tests only: the hook sleeps at this recreate step (docs/presync.md)",
+    "RAYGITOPS_TEST_PAUSE_SECONDS": "tests only: how long (default 120)",
+}
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="\b\nEnvironment:\n" + "\n".join(f"  {k:30} {v}" for k, v in ENVIRONMENT.items())
+             + "\n\n\b\nShell completion (click's), e.g. for bash:\n"
+             + "  eval \"$(_RAYGITOPS_COMPLETE=bash_source raygitops)\"")
 @click.version_option(__version__, prog_name="raygitops")
 def main() -> None:
     """Make GitOps changes to KubeRay RayClusters reach their pods."""
@@ -90,7 +111,10 @@ def main() -> None:
 @click.option("--values", "-f", "values", multiple=True, help="Values file for *.j2 templates (repeatable, later wins).")
 @click.option("--config", type=str, default=None, help="App config file (default: PATH/raygitops.yaml).")
 @click.option("--out", "out_dir", default=None, help="Write one file per object into DIR instead of stdout.")
-@click.option("--format", "-o", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True)
+@click.option("--format", "-o", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
+              help="A YAML stream, or one JSON v1/List.")
+@click.option("--plan-out", "plan_dir", default=None, metavar="DIR",
+              help="Also write each namespace's hook plan to DIR/<namespace>.json (for `raygitops presync --plan`).")
 @click.option("--namespace", "-n", default=None, help="Namespace of objects that name none.")
 @click.option("--hook-image", default=None, help="Image of the PreSync hook Job.")
 @click.option("--keep-upgrade-strategy/--move-upgrade-strategy", default=None,
@@ -99,22 +123,35 @@ def main() -> None:
               help="The KubeRay operator the app runs on (e.g. 1.6.2): refuse what it would drop.")
 # Numbers arrive as text and are checked with every other source's values (raygitops.settings),
 # so a bad one is the product's one-line error naming the flag, not a usage error.
-@click.option("--drain-grace", "drain_grace_seconds", default=None, metavar="SECONDS")
-@click.option("--timeout", "timeout_seconds", default=None, metavar="SECONDS")
-@click.option("--max-parallel", default=None, metavar="N")
-@click.option("--wait-ready/--no-wait-ready", default=None)
+@click.option("--drain-grace", "drain_grace_seconds", default=None, metavar="SECONDS",
+              help="Hook: seconds for the operator to delete the pods before the hook deletes them (60).")
+@click.option("--timeout", "timeout_seconds", default=None, metavar="SECONDS",
+              help="Hook: seconds before it gives up on a cluster (900).")
+@click.option("--max-parallel", default=None, metavar="N", help="Hook: clusters recreated at once (4).")
+@click.option("--wait-ready/--no-wait-ready", default=None, help="Hook: wait until the new pods are ready (yes).")
 @click.option("--flux", "hook_name_suffix", is_flag=True, default=None,
-              help="Name the hook Job after the plan hash (Flux applies Jobs as plain objects).")
+              help="Name the hook Job after the plan hash (Flux and Helm 3 apply Jobs as plain objects).")
+@click.option("--helm", is_flag=True, default=None,
+              help="Helm's post-renderer: Helm hooks instead of Argo CD's, and objects that name no "
+                   "namespace left to Helm (the release namespace).")
 @guarded
 def render(path: str, values: tuple[str, ...], config: str | None, out_dir: str | None, fmt: str,
-           **overrides: Any) -> None:
+           plan_dir: str | None, **overrides: Any) -> None:
     """Render an app (directory, file, or - for stdin) with template hashes and hooks."""
-    from raygitops.output import json_list, write_out_dir, yaml_stream
+    from raygitops.output import json_list, write_out_dir, write_plans, yaml_stream
     from raygitops.pipeline import render_app
 
+    if overrides.get("helm") and out_dir is not None:
+        raise RaygitopsError("--helm renders Helm's post-renderer stream: it does not go with --out")
     result = render_app(path, cli_values=list(values), config=config, overrides=overrides)
     for warning in result.warnings:
         click.echo(f"raygitops: warning: {warning}", err=True)
+        if helmplugin.under_helm_plugin():
+            helmplugin.to_terminal(f"raygitops: warning: {warning}")
+    if helmplugin.under_helm_plugin():
+        helmplugin.clear_error()
+    if plan_dir is not None:
+        write_plans(result.plans, plan_dir)
     if out_dir is not None:
         write_out_dir(result.objects, out_dir, result.default_namespace)
         return
@@ -130,7 +167,8 @@ def version() -> None:
 
 @click.command("hash")
 @click.argument("path", metavar="FILE|-")
-@click.option("--format", "-o", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@click.option("--format", "-o", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
+              help="A table, or JSON keyed by namespace/name.")
 @click.option("--values", "-f", "values", multiple=True, help="Values file for *.j2 templates.")
 @guarded
 def hash_command(path: str, fmt: str, values: tuple[str, ...]) -> None:

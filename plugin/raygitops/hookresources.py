@@ -1,7 +1,9 @@
 """The PreSync hook objects render appends for a namespace (DESIGN.md "Hook resources").
 
 ServiceAccount, Role and RoleBinding (waves -3..-2), the plan ConfigMap (-1) and the Job (0),
-each an Argo CD PreSync hook deleted before it is created again.  Least privilege: the Role
+each an Argo CD PreSync hook deleted before it is created again, or for Helm (``--helm``) a
+pre-install/pre-upgrade hook with the same order and policy (Helm 4 reads hooks from the
+post-renderer's output; Helm 3 applies them as plain objects).  Least privilege: the Role
 allows only what the recreate cycle does.
 """
 
@@ -40,25 +42,35 @@ LABELS = {
 }
 
 
-def _meta(name: str, namespace: str, wave: int) -> dict[str, Any]:
+def _hook_annotations(wave: int, helm: bool) -> dict[str, str]:
+    if helm:
+        return {
+            "helm.sh/hook": "pre-install,pre-upgrade",
+            "helm.sh/hook-delete-policy": "before-hook-creation",
+            "helm.sh/hook-weight": str(wave),
+        }
     return {
-        "name": name,
-        "namespace": namespace,
-        "labels": dict(LABELS),
-        "annotations": {
-            "argocd.argoproj.io/hook": "PreSync",
-            "argocd.argoproj.io/hook-delete-policy": "BeforeHookCreation",
-            "argocd.argoproj.io/sync-wave": str(wave),
-        },
+        "argocd.argoproj.io/hook": "PreSync",
+        "argocd.argoproj.io/hook-delete-policy": "BeforeHookCreation",
+        "argocd.argoproj.io/sync-wave": str(wave),
     }
 
 
-def _plan_configmap(plan: Plan, namespace: str) -> dict[str, Any]:
+def _meta(name: str, plan: Plan, wave: int, settings: Settings) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if plan.namespace:  # else the release namespace, where Helm puts it
+        meta["namespace"] = plan.namespace
+    meta["labels"] = dict(LABELS)
+    meta["annotations"] = _hook_annotations(wave, settings.helm)
+    return meta
+
+
+def _plan_configmap(plan: Plan, settings: Settings) -> dict[str, Any]:
     text = plan.dumps()
     configmap: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _meta(PLAN_CONFIGMAP, namespace, -1),
+        "metadata": _meta(PLAN_CONFIGMAP, plan, -1, settings),
     }
     if len(text.encode()) > PLAN_COMPRESS_BYTES:
         packed = gzip.compress(text.encode(), mtime=0)
@@ -72,7 +84,7 @@ def _job_name(plan: Plan, settings: Settings) -> str:
     return f"{NAME}-{plan.digest()}" if settings.hook_name_suffix else NAME
 
 
-def _job(plan: Plan, namespace: str, settings: Settings) -> dict[str, Any]:
+def _job(plan: Plan, settings: Settings) -> dict[str, Any]:
     name = _job_name(plan, settings)
     args = [
         "presync",
@@ -88,7 +100,7 @@ def _job(plan: Plan, namespace: str, settings: Settings) -> dict[str, Any]:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": _meta(name, namespace, 0),
+        "metadata": _meta(name, plan, 0, settings),
         "spec": {
             # No Job retry: a failed hook run fails this sync (docs/presync.md, "A failed
             # recreate fails the sync"); syncing again reruns it.
@@ -136,13 +148,15 @@ def _job(plan: Plan, namespace: str, settings: Settings) -> dict[str, Any]:
 
 def hook_resources(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
     """The five hook objects for ``plan.namespace``, in apply order."""
-    ns = plan.namespace
+    subject: dict[str, Any] = {"kind": "ServiceAccount", "name": NAME}
+    if plan.namespace:  # else the RoleBinding's own (the release namespace)
+        subject["namespace"] = plan.namespace
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, ns, -3)},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, plan, -3, settings)},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": _meta(NAME, ns, -3),
+            "metadata": _meta(NAME, plan, -3, settings),
             "rules": [*(dict(rule) for rule in RULES),
                       # only its own Job, only to write a failure's reason on it
                       {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [_job_name(plan, settings)],
@@ -151,10 +165,10 @@ def hook_resources(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": _meta(NAME, ns, -2),
+            "metadata": _meta(NAME, plan, -2, settings),
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
-            "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": ns}],
+            "subjects": [subject],
         },
-        _plan_configmap(plan, ns),
-        _job(plan, ns, settings),
+        _plan_configmap(plan, settings),
+        _job(plan, settings),
     ]

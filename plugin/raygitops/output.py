@@ -115,3 +115,19 @@ def write_out_dir(objects: list[dict[str, Any]], out_dir: str, default_namespace
         if not any(folder.iterdir()):
             folder.rmdir()
     return names
+
+
+def write_plans(plans: list[Any], plan_dir: str) -> list[Path]:
+    """``<namespace>.json`` per plan (``plan.json`` for one left to Helm): what the hook's
+    ConfigMap holds, for ``raygitops presync --plan`` run by hand."""
+    if not plans:
+        raise RaygitopsError("--plan-out: no RayCluster opts in (or asks for KubeRay's Recreate): there is no plan")
+    root = Path(plan_dir)
+    if root.exists() and not root.is_dir():
+        raise RaygitopsError("--plan-out is not a directory", plan_dir)
+    written = []
+    for plan in plans:
+        path = root / f"{plan.namespace or 'plan'}.json"
+        _write_atomic(path, json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n")
+        written.append(path)
+    return written

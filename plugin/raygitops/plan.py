@@ -100,7 +100,9 @@ class HookSettings:
 class Plan:
     """Every RayCluster of one namespace of the app."""
 
-    namespace: str
+    # None: the namespace the hook runs in (rendered for Helm, which places namespace-less
+    # objects in the release namespace without telling render which one)
+    namespace: str | None
     clusters: list[ClusterPlan] = field(default_factory=list)
     settings: HookSettings = field(default_factory=HookSettings)
     app: str | None = None
@@ -135,7 +137,7 @@ class Plan:
             )
         try:
             return cls(
-                namespace=convert.namespace(data["namespace"]),
+                namespace=None if data["namespace"] is None else convert.namespace(data["namespace"]),
                 clusters=[ClusterPlan.from_json(c) for c in data.get("clusters") or []],
                 settings=HookSettings.from_json(data.get("settings") or {}),
                 app=data.get("app"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops import native, strategy
+from raygitops import crdschema, native, strategy
 from raygitops.errors import RaygitopsError, printable
 from raygitops.hashing import (
     HASHES_ANNOTATION,
@@ -31,7 +31,7 @@ from raygitops.yamlio import Document
 class RenderedCluster:
     """A RayCluster after render, with what the hook and the preview need about it."""
 
-    namespace: str
+    namespace: str | None  # None: left to Helm (the release namespace)
     name: str
     plan: ClusterPlan
     spec: dict[str, Any]
@@ -39,14 +39,14 @@ class RenderedCluster:
 
     @property
     def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
 
 @dataclass
 class RenderResult:
     """Rendered objects (app documents first, in order; hooks last) and the clusters."""
 
-    default_namespace: str = "default"
+    default_namespace: str | None = "default"  # None: left to Helm
     objects: list[dict[str, Any]] = field(default_factory=list)
     clusters: list[RenderedCluster] = field(default_factory=list)
     plans: list[Plan] = field(default_factory=list)
@@ -128,7 +128,18 @@ def _check_operator_knows_upgrade_strategy(version: str | None) -> None:
         )
 
 
-def _render_cluster(doc: Document, namespace: str, settings: Settings) -> RenderedCluster:
+def _check_schema(spec: dict[str, Any], kuberay_version: str | None) -> list[str]:
+    """What the API server would prune or refuse is an error here, at the file and line (an
+    unknown field only a warning when the target's own CRD is not known); the warnings."""
+    found = crdschema.check_spec(spec, kuberay_version)
+    if found.errors:
+        more = f" (and {len(found.errors) - 1} more)" if len(found.errors) > 1 else ""
+        raise RaygitopsError(f"{found.errors[0]}{more}")
+    return found.warnings
+
+
+def _render_cluster(doc: Document, namespace: str | None, settings: Settings) -> tuple[RenderedCluster, list[str]]:
+    """The rendered cluster and the warnings about it."""
     obj = doc.obj
     if "name" not in obj["metadata"]:
         raise RaygitopsError("RayCluster needs metadata.name (generateName cannot be tracked)")
@@ -139,6 +150,7 @@ def _render_cluster(doc: Document, namespace: str, settings: Settings) -> Render
         strategy.move_strategy_to_annotation(obj, chosen)
     elif "upgradeStrategy" in spec:
         _check_operator_knows_upgrade_strategy(settings.kuberay_version)
+    warnings = _check_schema(spec, settings.kuberay_version) if settings.validate_schema else []
     hashes = hash_spec(shaping)
     _write_hashes(spec, hashes)
     # The plan carries the stamped templates: the hook's resume patch writes them, and pods
@@ -154,11 +166,11 @@ def _render_cluster(doc: Document, namespace: str, settings: Settings) -> Render
         owner=strategy.cluster_owner(obj),
         native=strategy.native_recreate(obj),
     )
-    return RenderedCluster(namespace, cluster.name, cluster, spec, f"{doc.path}:{doc.line}")
+    return RenderedCluster(namespace, cluster.name, cluster, spec, f"{doc.path}:{doc.line}"), warnings
 
 
 def render_documents(
-    documents: list[Document], settings: Settings, default_namespace: str, app: str | None = None
+    documents: list[Document], settings: Settings, default_namespace: str | None, app: str | None = None
 ) -> RenderResult:
     """Render parsed documents; raises RaygitopsError located at the offending document."""
     if not documents:
@@ -177,7 +189,7 @@ def render_documents(
         where = f"{doc.path}:{doc.line}"
         if identity in seen and "generateName" not in obj.get("metadata", {}):
             raise RaygitopsError(
-                f"{kind} {namespace}/{name} is defined twice (first at {seen[identity]})",
+                f"{kind} {namespace + '/' if namespace else ''}{name} is defined twice (first at {seen[identity]})",
                 doc.path, doc.line,
             )
         seen[identity] = where
@@ -185,10 +197,13 @@ def render_documents(
             strategy.check_no_hook_annotations(obj)
             if is_raycluster(obj):
                 # The hook looks for the cluster where the plan says: make sure it lands there
-                # (Argo CD would otherwise put a namespace-less one in its destination).
-                obj["metadata"].setdefault("namespace", namespace)
-                result.warnings += [f"{printable(where)}: {w}" for w in strategy.annotation_warnings(obj)]
-                result.clusters.append(_render_cluster(doc, namespace, settings))
+                # (Argo CD would otherwise put a namespace-less one in its destination);
+                # for Helm it stays where Helm puts it, and so does the hook.
+                if namespace:
+                    obj["metadata"].setdefault("namespace", namespace)
+                cluster, warnings = _render_cluster(doc, namespace, settings)
+                result.warnings += [f"{printable(where)}: {w}" for w in [*strategy.annotation_warnings(obj), *warnings]]
+                result.clusters.append(cluster)
             elif group == "ray.io" and kind in strategy.EMBEDDED_SPEC:
                 strategy.check_embedded_opt_in(obj)
             _check_accepted(group, kind, obj)
@@ -206,7 +221,15 @@ def render_documents(
     # A namespace gets the hook when a cluster opts in, or asks for the operator's own
     # Recreate: the hook then recreates nothing there but checks it will work (the arming
     # trap, a CRD that drops the field) and says so.
-    namespaces = sorted({c.namespace for c in result.clusters if c.plan.strategy == strategy.RECREATE or c.plan.native})
+    namespaces = sorted({c.namespace for c in result.clusters if c.plan.strategy == strategy.RECREATE or c.plan.native},
+                        key=lambda ns: ns or "")
+    if None in namespaces and len(namespaces) > 1:
+        # Helm would put both hooks in the release namespace if it is one of the named ones,
+        # and the second plan would replace the first.
+        raise RaygitopsError(
+            "--helm: some RayClusters name a namespace and some leave it to Helm "
+            f"({', '.join(c.name for c in result.clusters if c.namespace is None)}): "
+            "their hook objects could collide in the release namespace; give --namespace")
     for ns in namespaces:
         plan = Plan(
             namespace=ns,

@@ -42,6 +42,12 @@ class Settings:
     wait_ready: bool = True
     # Flux applies hooks as plain objects: a Job is immutable, so its name carries the plan hash.
     hook_name_suffix: bool = False
+    # Helm's post-renderer: the hook objects are Helm hooks, and objects that name no namespace
+    # stay without one (Helm puts them in the release namespace, which it does not tell us).
+    helm: bool = False
+    # Check RayClusters against the CRD schema (raygitops.crdschema); diff turns it off for the
+    # base revision, which is what runs today whatever it holds.
+    validate_schema: bool = True
     # raygitops diff: names (globs) whose values are masked / shown beyond the default rule
     mask_names: list[str] = field(default_factory=list)
     unmask_names: list[str] = field(default_factory=list)
@@ -61,6 +67,8 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "max_parallel": convert.integer_in(*convert.MAX_PARALLEL),
     "wait_ready": convert.boolean,
     "hook_name_suffix": convert.boolean,
+    "helm": convert.boolean,
+    "validate_schema": convert.boolean,
     "mask_names": convert.string_list,
     "unmask_names": convert.string_list,
 }
@@ -81,7 +89,7 @@ PARAMETERS = {"namespace": "namespace", "keep-upgrade-strategy": "keep_upgrade_s
 FLAGS = {"namespace": "--namespace", "hook_image": "--hook-image", "drain_grace_seconds": "--drain-grace",
          "timeout_seconds": "--timeout", "max_parallel": "--max-parallel", "wait_ready": "--wait-ready",
          "keep_upgrade_strategy": "--keep-upgrade-strategy", "kuberay_version": "--kuberay-version",
-         "hook_name_suffix": "--flux"}
+         "hook_name_suffix": "--flux", "helm": "--helm"}
 
 
 def _set(settings: Settings, attr: str, value: Any, where: Callable[[str], RaygitopsError]) -> None:
@@ -206,15 +214,16 @@ def apply_overrides(settings: Settings, overrides: Mapping[str, Any]) -> None:
             _set(settings, name, value, lambda reason: RaygitopsError(f"{flag}: {reason}"))
 
 
-def default_namespace(settings: Settings, env: Mapping[str, str] = os.environ) -> str:
-    """Where namespace-less objects land: the setting, Argo CD's destination, else default.
-    Argo CD's destination comes from the environment: checked here, so an invalid one is
-    named as such rather than at the first object that lands in it."""
+def default_namespace(settings: Settings, env: Mapping[str, str] = os.environ) -> str | None:
+    """Where namespace-less objects land: the setting, Argo CD's destination, else default;
+    for Helm (``--helm``) None: they stay namespace-less and Helm places them in the release
+    namespace.  Argo CD's destination comes from the environment: checked here, so an invalid
+    one is named as such rather than at the first object that lands in it."""
     if settings.namespace:
         return settings.namespace
     destination = env.get("ARGOCD_APP_NAMESPACE")
     if not destination:
-        return "default"
+        return None if settings.helm else "default"
     try:
         return convert.namespace(destination)
     except ValueError as err:

@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from sharedpaths import corpus_files  # noqa: E402
+from sharedpaths import CORPUS_KUBERAY, corpus_files  # noqa: E402
 
 FALLBACK = {
     "apiVersion": "ray.io/v1",
@@ -68,6 +68,8 @@ def write_app(root: Path, clusters: int, others: int, changed: set[int] = frozen
     """Write an app: one file per 10 clusters, one per 10 other documents."""
     root.mkdir(parents=True, exist_ok=True)
     samples = sample_clusters()
+    if corpus_files():  # the samples' own KubeRay: their newer fields are warnings, not errors
+        (root / "raygitops.yaml").write_text(f"kuberayVersion: {CORPUS_KUBERAY}\n")
     for start in range(0, clusters, 10):
         docs = [cluster(samples, i, 1 if i in changed else 0) for i in range(start, min(start + 10, clusters))]
         (root / f"clusters-{start:05d}.yaml").write_text(yaml.dump_all(docs, Dumper=yaml.CSafeDumper, sort_keys=False))

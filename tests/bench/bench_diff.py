@@ -26,7 +26,9 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from measure import TRIPWIRE  # noqa: E402
+from sharedpaths import CORPUS, CORPUS_KUBERAY  # noqa: E402
 
 from raygitops.pipeline import render_app
 from raygitops.preview import report_json, report_markdown, report_text
@@ -35,7 +37,6 @@ from raygitops.preview.revisions import render_sides
 from raygitops.render import is_raycluster
 
 REPO = Path(__file__).resolve().parents[2]
-CORPUS = REPO.parent / "shared" / "corpus" / "kuberay-v1.7.0"
 TARGET = 1.3
 PER_FILE = 50
 
@@ -109,6 +110,8 @@ def generate(root: Path, clusters: int, changed_percent: float) -> tuple[Path, P
             change(new, i)
         head_docs.append(new)
     for directory, docs in ((base_dir, base_docs), (head_dir, head_docs)):
+        if CORPUS.is_dir():  # the samples' own KubeRay: their newer fields are warnings, not errors
+            (directory / "raygitops.yaml").write_text(f"kuberayVersion: {CORPUS_KUBERAY}\n")
         for start in range(0, len(docs), PER_FILE):
             (directory / f"clusters-{start // PER_FILE:03d}.yaml").write_text(
                 yaml.safe_dump_all(docs[start:start + PER_FILE], sort_keys=False))

@@ -128,8 +128,11 @@ def peak_rss_bytes(*args: str) -> int:
     """Peak resident set size of `raygitops ARGS` run as its own process (the console
     script's code: `raygitops.cli.main`), read from the process's own VmHWM."""
     with tempfile.NamedTemporaryFile() as out:
-        subprocess.run([sys.executable, "-c", _HWM_PROBE, *args], check=True, stdout=subprocess.DEVNULL,
-                       env=dict(os.environ, RAYGITOPS_BENCH_HWM=out.name))
+        # stderr kept for a failure only: the corpus' newer fields make one warning each
+        res = subprocess.run([sys.executable, "-c", _HWM_PROBE, *args], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True, env=dict(os.environ, RAYGITOPS_BENCH_HWM=out.name))
+        if res.returncode:
+            raise BenchmarkError(f"raygitops {' '.join(args)} failed: {res.stderr[-2000:]}")
         text = Path(out.name).read_text()
     if not text.strip().isdigit():
         raise BenchmarkError(f"no peak RSS reported by raygitops {' '.join(args)}")

@@ -2,7 +2,7 @@
 # Build the e2e control plane from the Go module proxy (no Docker, no release downloads):
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, ray-operator, kwok,
 #   the next ray-operator (bin/ray-operator-<KUBERAY_NEXT_VERSION>), Argo CD (bin/argocd),
-#   Flux's kustomize-controller (bin/kustomize-controller),
+#   Flux's kustomize-controller (bin/kustomize-controller), Helm 4 (bin/helm),
 #   and redis-server from the Debian package (Argo CD's cache; installed when root and missing)
 # into ${RAYGITOPS_E2E_CACHE:-$HOME/.cache/raygitops-e2e}/<E2E_VERSIONS_KEY>/bin.
 # Versions come from versions.env (the only place they are pinned). Idempotent: a binary
@@ -98,6 +98,10 @@ build_ray_operator_next() {  # go install names it ray-operator: install aside, 
     "github.com/ray-project/kuberay/ray-operator@$KUBERAY_NEXT_VERSION"
   mv "$src/kuberay-next/ray-operator" "$bin/ray-operator-$KUBERAY_NEXT_VERSION"
 }
+build_helm() {  # the version as Helm's Makefile stamps it (else `helm version` says v4.3)
+  GOBIN=$bin go install -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
+    "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
+}
 build_kwok() {
   GOBIN=$bin go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 }
@@ -167,6 +171,7 @@ kube_lane() {
   # after the Kubernetes binaries: the other lane is still busy for about as long
   step kustomize-controller "$FLUX_KUSTOMIZE_CONTROLLER_VERSION" build_kustomize_controller
   step flux-share "$FLUX_KUSTOMIZE_CONTROLLER_VERSION-$FLUX_SOURCE_CONTROLLER_VERSION-all" copy_flux_share "$share/flux"
+  step helm "$HELM_VERSION" build_helm
 }
 other_lane() {
   step etcd "$ETCD_VERSION" build_etcd

@@ -77,6 +77,7 @@ VERSIONS_FILE = E2E_DIR / "versions.env"
 REQUIRED = ("etcd", "kube-apiserver", "kubectl", "ray-operator", "kube-controller-manager")
 OPTIONAL = ("kube-scheduler", "kwok")
 KWOK_NODES = 3
+TEMPLATE_HASH = "raygitops.dev/template-hash"  # on each pod, from its group's template
 NODE_LEASE_SECONDS = 40
 
 
@@ -646,6 +647,20 @@ class ControlPlane:
         ns = ["-n", namespace] if namespace else []
         return self.kubectl("apply", "--server-side", "--force-conflicts", "--field-manager=raygitops-e2e",
                             *ns, "-f", "-", input=text)
+
+    def cluster_pods(self, namespace: str, cluster: str) -> list[dict]:
+        """The RayCluster's pods that are not being deleted."""
+        return [p for p in self.kubectl_json("get", "pods", "-n", namespace, "-l", f"ray.io/cluster={cluster}")["items"]
+                if not p["metadata"].get("deletionTimestamp")]
+
+    def wait_cluster_running(self, namespace: str, cluster: str, hashes: set[str], count: int,
+                             timeout: float = 120) -> list[dict]:
+        """Wait until the cluster has ``count`` Running pods whose template hashes are ``hashes``."""
+        def ok() -> list[dict] | None:
+            pods = self.cluster_pods(namespace, cluster)
+            good = len(pods) == count and all(p.get("status", {}).get("phase") == "Running" for p in pods)
+            return pods if good and {p["metadata"]["annotations"].get(TEMPLATE_HASH) for p in pods} == hashes else None
+        return self.wait_for(ok, timeout=timeout, message=f"{count} Running pods of {cluster} with {hashes}")
 
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 60, interval: float = 0.5, message: str = "") -> Any:
         return wait_for(predicate, timeout=timeout, interval=interval, message=message)

@@ -24,6 +24,7 @@ output is kept in ``<log_dir>/<namespace>_<pod>.log``.
 from __future__ import annotations
 
 import datetime
+import json
 import subprocess
 import threading
 import time
@@ -69,6 +70,20 @@ class JobRunner:
     def exit_codes(self) -> dict[str, int | None]:
         with self._lock:
             return dict(self.runs)
+
+    def runs_in(self, namespace: str) -> list[int | None]:
+        """Exit codes of the Job pods of one namespace in the order they started (never by
+        name: a pod's name carries a plan hash or a random suffix, which orders nothing)."""
+        return [v for k, v in self.exit_codes().items() if k.startswith(f"{namespace}/")]
+
+    def last_log(self, namespace: str) -> str:
+        logs = sorted(self.log_dir.glob(f"{namespace}_*.log"), key=lambda p: p.stat().st_mtime)
+        return logs[-1].read_text() if logs else ""
+
+    def last_report(self, namespace: str) -> dict[str, Any]:
+        """The PresyncReport the last hook run of the namespace printed (its stdout)."""
+        return next(json.loads(line) for line in reversed(self.last_log(namespace).splitlines())
+                    if '"PresyncReport"' in line)
 
     def _poll(self) -> None:
         while not self._stop.wait(0.5):

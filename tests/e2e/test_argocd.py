@@ -125,12 +125,11 @@ class Deployed:
         return {k: v for k, v in self.runner.exit_codes().items() if k.startswith(f"{self.namespace}/")}
 
     def hook_log(self) -> str:
-        logs = sorted(self.runner.log_dir.glob(f"{self.namespace}_*.log"), key=lambda p: p.stat().st_mtime)
-        return logs[-1].read_text() if logs else ""
+        return self.runner.last_log(self.namespace)
 
     def hook_report(self) -> dict[str, Any]:
         """The PresyncReport the last hook run printed (stdout; the pod's log also holds stderr)."""
-        return next(json.loads(line) for line in reversed(self.hook_log().splitlines()) if '"PresyncReport"' in line)
+        return self.runner.last_report(self.namespace)
 
     def start(self, cluster: dict[str, Any]) -> dict[str, Any]:
         """Create the Application, sync it once, wait until Synced + Healthy; the live cluster."""

@@ -25,10 +25,11 @@ import pytest
 import yaml
 
 import controlplane
+from demoapp import DemoCluster
 from flux import NAMESPACE, Flux, ready
 from jobrunner import JobRunner
 from stalestatus import StaleReady
-from test_presync_hook import HASH, desired_hashes
+from test_presync_hook import desired_hashes
 
 pytestmark = pytest.mark.e2e
 EXAMPLE = controlplane.REPO_ROOT / "examples" / "flux"
@@ -53,12 +54,12 @@ def flux(control_plane: controlplane.ControlPlane, runner: JobRunner) -> Flux:
     f.stop()
 
 
-class FluxApp:
+class FluxApp(DemoCluster):
     """The example app in one namespace: edit it, render it, publish a revision."""
 
     def __init__(self, flux: Flux, runner: JobRunner, namespace: str, tmp: Path):
-        self.flux, self.runner, self.ns, self.tmp = flux, runner, namespace, tmp
-        self.plane = flux.plane
+        super().__init__(flux.plane, runner, namespace)
+        self.flux, self.tmp = flux, tmp
         self.app = tmp / "app"
         shutil.copytree(EXAMPLE / "app", self.app)
         self.tree = tmp / "repo"  # what Git would hold: examples/flux/rendered
@@ -118,31 +119,8 @@ class FluxApp:
                               and ready(k).get("reason") != "Progressing", timeout=timeout,
                               message=f"{name} failed at {revision}")
 
-    def cluster(self) -> dict[str, Any]:
-        return self.plane.get("raycluster", "demo", self.ns)
-
-    def pods(self) -> list[dict[str, Any]]:
-        return [p for p in self.plane.kubectl_json("get", "pods", "-n", self.ns, "-l", "ray.io/cluster=demo")["items"]
-                if not p["metadata"].get("deletionTimestamp")]
-
-    def running(self, hashes: set[str]) -> list[dict[str, Any]]:
-        def ok() -> list[dict[str, Any]] | None:
-            pods = self.pods()
-            good = len(pods) == 3 and all(p.get("status", {}).get("phase") == "Running" for p in pods)
-            return pods if good and {p["metadata"]["annotations"].get(HASH) for p in pods} == hashes else None
-        return self.plane.wait_for(ok, timeout=120, message=f"3 Running pods with {hashes}")
-
     def jobs(self) -> list[dict[str, Any]]:
         return self.plane.kubectl_json("get", "jobs", "-n", self.ns)["items"]
-
-    def hook_runs(self) -> list[int | None]:
-        """Exit codes of this app's hook pods in the order they started (never by name: a
-        pod's name carries its plan hash, which orders nothing)."""
-        return [v for k, v in self.runner.exit_codes().items() if k.startswith(f"{self.ns}/")]
-
-    def hook_report(self) -> dict[str, Any]:
-        logs = sorted(self.runner.log_dir.glob(f"{self.ns}_*.log"), key=lambda p: p.stat().st_mtime)
-        return next(json.loads(line) for line in reversed(logs[-1].read_text().splitlines()) if '"PresyncReport"' in line)
 
     def start(self) -> str:
         revision = self.commit()

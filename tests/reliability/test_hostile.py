@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -60,15 +59,6 @@ def test_render_subprocess_full(case: Case) -> None:
     _assert_clean(case, outcome, found)
 
 
-def _diff_available() -> bool:
-    res = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--help"], capture_output=True)
-    return res.returncode == 0
-
-
-DIFF = pytest.mark.skipif(not _diff_available(), reason="raygitops diff is not available yet")
-
-
-@DIFF
 @pytest.mark.parametrize("case", [c for c in CATALOG if not c.big and not c.slow_template and not c.args
                                   and c.stdin is None], ids=lambda c: c.name)
 def test_diff_inprocess(case: Case) -> None:
@@ -76,7 +66,6 @@ def test_diff_inprocess(case: Case) -> None:
     _assert_clean(case, outcome, found)
 
 
-@DIFF
 @pytest.mark.parametrize("name", ["deep-flow-seq-100k-toplevel", "deep-block-seq-100k", "billion-laughs",
                                   "file-40MB", "jinja-dos-01", "jinja-dos-12"])
 def test_diff_subprocess(name: str) -> None:
@@ -84,7 +73,6 @@ def test_diff_subprocess(name: str) -> None:
     _assert_clean(BY_NAME[name], outcome, found)
 
 
-@DIFF
 @pytest.mark.parametrize("target", ["@outside/secret-cm.yaml", "/etc/passwd", "@outside/dir"])
 def test_diff_git_revision_with_symlink_out(tmp_path: Path, target: str) -> None:
     """A committed symlink that leads out of the repository never pulls the file in."""

@@ -20,9 +20,7 @@ from raygitops.preview.revisions import render_sides
 from raygitops.quantity import parse
 from raygitops.render import is_raycluster
 from raygitops.strategy import STRATEGY_ANNOTATION
-
-REPO = Path(__file__).resolve().parents[2]
-CORPUS = REPO.parent / "shared" / "corpus" / "kuberay-v1.7.0"
+from sharedpaths import CORPUS, CORPUS_KUBERAY
 
 
 def samples() -> list[Path]:
@@ -196,6 +194,7 @@ def _opt(doc: dict, opted_in: bool) -> dict:
 def _write(root: Path, docs: list[dict]) -> None:
     root.mkdir(parents=True)
     (root / "app.yaml").write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    (root / "raygitops.yaml").write_text(f"kuberayVersion: {CORPUS_KUBERAY}\n")
 
 
 def _applies(sample: Path, mutation: str) -> bool:

@@ -1,4 +1,7 @@
-"""Every KubeRay sample renders, and the output is accepted by the CRD schema."""
+"""Every KubeRay sample renders, and the output is accepted by the CRD schema.
+
+The schema comes from the CRD files in ../shared (not the package data render ships), read
+with the same checker render uses; test_crdschema.py checks the package data against them."""
 
 from __future__ import annotations
 
@@ -6,15 +9,24 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
-from sharedpaths import CRDS
-from crdschema import load_schema, validate
+from sharedpaths import CORPUS_KUBERAY, CRDS
+from raygitops import crdschema
 from raygitops.hashing import HASHES_ANNOTATION
 from raygitops.pipeline import render_app
 from raygitops.render import is_raycluster
 from raygitops.strategy import STRATEGY_ANNOTATION
 
 CRD_VERSIONS = ("kuberay-v1.5.0", "kuberay-v1.6.2")
+TARGET = {"kuberay_version": CORPUS_KUBERAY}  # the samples' own KubeRay
+
+
+def crd_spec_schema(crd: Path) -> dict:
+    """The RayCluster spec schema of a CRD file, as render's checker reads it."""
+    doc = yaml.load(crd.read_text(), Loader=yaml.CSafeLoader)
+    (v1,) = [v for v in doc["spec"]["versions"] if v["name"] == "v1"]
+    return crdschema.strip_schema(v1["schema"]["openAPIV3Schema"]["properties"]["spec"])
 
 
 @pytest.fixture(scope="module", params=CRD_VERSIONS)
@@ -22,17 +34,15 @@ def schema(request) -> dict:
     crd = CRDS / request.param / "ray.io_rayclusters.yaml"
     if not crd.is_file():
         pytest.skip(f"KubeRay CRD not found at {crd}")
-    return load_schema(crd)
+    return crd_spec_schema(crd)
 
 
 def problems(obj: dict, schema: dict) -> set[str]:
     # the live object is JSON: round-trip like the API server does
-    return set(validate(json.loads(json.dumps(obj, default=str)), schema))
+    return set(crdschema.problems(json.loads(json.dumps(obj, default=str))["spec"], schema, "spec"))
 
 
 def originals(sample: Path) -> dict[str, dict]:
-    import yaml
-
     docs = [d for d in yaml.safe_load_all(sample.read_text()) if d]
     return {d["metadata"]["name"]: d for d in docs if is_raycluster(d)}
 
@@ -42,7 +52,7 @@ def test_every_sample_renders_and_validates(corpus: list[Path], schema: dict) ->
     clusters = 0
     for sample in corpus:
         before = originals(sample)
-        result = render_app(str(sample), env={})
+        result = render_app(str(sample), env={}, overrides=TARGET)
         for obj in result.objects:
             if not is_raycluster(obj):
                 continue
@@ -58,8 +68,6 @@ def test_opted_in_samples_validate(corpus: list[Path], schema: dict, tmp_path: P
     field, so render must move it out of the spec and add nothing the CRD would prune."""
     for sample in corpus:
         before = originals(sample)
-        import yaml
-
         docs = [d for d in yaml.safe_load_all(sample.read_text()) if d]
         if not before:
             continue
@@ -69,7 +77,7 @@ def test_opted_in_samples_validate(corpus: list[Path], schema: dict, tmp_path: P
         app = tmp_path / sample.stem
         app.mkdir()
         (app / sample.name).write_text(yaml.safe_dump_all(docs))
-        result = render_app(str(app), env={})
+        result = render_app(str(app), env={}, overrides=TARGET)
         rayclusters = [o for o in result.objects if is_raycluster(o)]
         for obj in rayclusters:
             assert obj["metadata"]["annotations"][STRATEGY_ANNOTATION] == "Recreate"
@@ -81,8 +89,6 @@ def test_rayjob_and_rayservice_samples_pass_through(corpus: list[Path]) -> None:
     for sample in corpus:
         if not sample.name.startswith(("ray-job", "ray-service")):
             continue
-        import yaml
-
         original = [d for d in yaml.safe_load_all(sample.read_text()) if d]
         result = render_app(str(sample), env={})
         assert result.objects == original

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from click.testing import CliRunner
 from raygitops.cli import main
 from raygitops.errors import RaygitopsError
 from raygitops.pipeline import render_app
+from raygitops.plan import load_plan
 from test_render import RECREATE, cluster, write
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {a: '1'}\n"
@@ -202,3 +205,23 @@ def test_hash_and_render_of_one_file_use_its_apps_settings(tmp_path: Path) -> No
     docs = list(yaml.safe_load_all(invoke(["render", str(root / "c.yaml")])))
     assert docs[0]["metadata"]["namespace"] == "ml"
     assert list(json.loads(invoke(["hash", str(root), "-o", "json"]))) == ["ml/c"]
+
+
+def test_plan_out_writes_the_hooks_plan_for_presync_by_hand(tmp_path: Path) -> None:
+    """`render --plan-out DIR`: the plan the hook's ConfigMap holds, one file per namespace,
+    which `raygitops presync --plan` reads (docs/presync.md "Running the hook by hand")."""
+
+    repo = Path(__file__).resolve().parents[2]
+    res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(repo / "examples" / "plain"),
+                          "--plan-out", str(tmp_path / "plans")], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    docs = [d for d in yaml.safe_load_all(res.stdout) if d]
+    configmap = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "raygitops-plan")
+    (written,) = sorted((tmp_path / "plans").iterdir())
+    assert written.name == f"{configmap['metadata']['namespace']}.json"
+    assert json.loads(written.read_text()) == json.loads(configmap["data"]["plan.json"])
+    assert load_plan(str(written)).namespace == configmap["metadata"]["namespace"]
+    none = subprocess.run([sys.executable, "-m", "raygitops", "render", "-", "--plan-out", str(tmp_path / "x")],
+                          input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+                          capture_output=True, text=True, timeout=60)
+    assert none.returncode == 1 and none.stdout == "" and "no plan" in none.stderr

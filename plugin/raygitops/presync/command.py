@@ -7,6 +7,7 @@ line on stderr); 2 internal error.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import sys
@@ -41,22 +42,32 @@ FAILURE_MAX_CHARS = 1000
               help="Seconds to wait for the operator to delete the pods before deleting them directly [plan].")
 @click.option("--max-parallel", type=click.IntRange(*convert.MAX_PARALLEL), default=None, help="Clusters recreated at once [plan].")
 @click.option("--wait-ready/--no-wait-ready", default=None, help="Wait until the new pods are ready [plan].")
-@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="Log lines on stderr and the report on stdout as text, or as JSON (the hook Job's).")
 @click.option("--lease-seconds", type=click.IntRange(min=1), default=60, show_default=True,
               help="Lease of the recreate lock: a lock not renewed for this long is taken over.")
+@click.option("--namespace", "-n", default=None,
+              help="Namespace of a plan that names none (rendered with --helm). Default: the hook pod's own.")
 @click.option("--job", default=None, metavar="NAME",
               help="This hook's own Job (in the plan's namespace): a failed run writes its reason on it "
                    f"({FAILURE_ANNOTATION}), where Argo CD's health check shows it.")
 @guarded
 def presync(plan_paths: tuple[str, ...], kubeconfig: str | None, context: str | None, dry_run: bool,
             timeout: int | None, drain_grace: int | None, max_parallel: int | None, wait_ready: bool | None,
-            log_format: str, lease_seconds: int, job: str | None) -> None:
+            log_format: str, lease_seconds: int, namespace: str | None, job: str | None) -> None:
     """PreSync hook: recreate the pods of drifted, opted-in RayClusters."""
-    from raygitops.presync.kubeapi import ApiError, Kube, load_credentials
+    from raygitops.presync.kubeapi import ApiError, Kube, load_credentials, own_namespace
     from raygitops.presync.logs import RUN, Log
     from raygitops.presync.run import RunOptions, run
 
     plans = [load_plan(p) for p in plan_paths]
+    if any(p.namespace is None for p in plans):
+        source, value = ("--namespace", namespace) if namespace is not None else ("the pod's namespace", own_namespace())
+        try:
+            here = convert.namespace(value)
+        except ValueError as err:
+            raise RaygitopsError(f"{source}: {err}") from None
+        plans = [p if p.namespace else dataclasses.replace(p, namespace=here) for p in plans]
     namespaces = [p.namespace for p in plans]
     if len(set(namespaces)) != len(namespaces):
         raise RaygitopsError(f"two plans for one namespace: {', '.join(namespaces)}")

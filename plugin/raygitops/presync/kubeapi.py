@@ -109,6 +109,19 @@ class Credentials:
     server_name: str | None = None  # kubeconfig tls-server-name: SNI and certificate check
 
 
+def own_namespace() -> str:
+    """The namespace of the pod this runs in (its ServiceAccount's, as a kubelet mounts it)."""
+    from kubernetes.config.incluster_config import SERVICE_TOKEN_FILENAME
+
+    path = os.path.join(os.path.dirname(SERVICE_TOKEN_FILENAME), "namespace")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError as err:
+        raise RaygitopsError(f"the plan leaves the namespace to the hook's own (rendered with --helm), "
+                             f"which it cannot read ({err.strerror}: {path}): give --namespace") from None
+
+
 def load_credentials(kubeconfig: str | None, context: str | None) -> Credentials:
     """In-cluster credentials in a pod (no --kubeconfig/--context), else a kubeconfig."""
     from kubernetes import client, config  # the hook alone pays for this import

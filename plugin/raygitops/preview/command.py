@@ -67,7 +67,7 @@ def use_color(stream: Any, choice: bool | None) -> bool:
 @click.option("--kuberay-version", default=None, metavar="VERSION",
               help="The KubeRay operator the app runs on (e.g. 1.6.2), as for render.")
 @click.option("--format", "-o", "fmt", type=click.Choice(["markdown", "json", "text"]),
-              default="text", show_default=True)
+              default="text", show_default=True, help="Report format (markdown: a pull-request comment).")
 @click.option("--exit-code", is_flag=True,
               help="Exit 3 when at least one RayCluster is recreated (= --fail-on recreate).")
 @click.option("--fail-on", "fail_on", default=None, metavar="CLASSES",

@@ -259,7 +259,8 @@ def render_sides(
     if not two_tip and base_side.kind == head_side.kind == REVISION:
         base_side = merge_base(base_side, head_side)
     rendered = (
-        render_side(base_side, cli_values=values, env=env, overrides=overrides),
+        # the base is what runs today: a field the API server dropped is no reason to refuse it
+        render_side(base_side, cli_values=values, env=env, overrides={**(overrides or {}), "validate_schema": False}),
         render_side(head_side, cli_values=values, env=env, overrides=overrides),
     )
     if rendered[0].result is None and rendered[1].result is None:

@@ -23,7 +23,8 @@ EXIT_NOT_IN_SYNC = 3
 @click.option("--values", "-f", "values", multiple=True, help="Values file for *.j2 templates (repeatable).")
 @click.option("--kubeconfig", default=None, help="Kubeconfig file (default: $KUBECONFIG / ~/.kube/config).")
 @click.option("--context", default=None, help="Kubeconfig context.")
-@click.option("--format", "-o", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True)
+@click.option("--format", "-o", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True,
+              help="Report format.")
 @click.option("--namespace", "-n", default=None, help="As for render: namespace of objects that name none.")
 @click.option("--keep-upgrade-strategy/--move-upgrade-strategy", default=None, help="As for render.")
 @click.option("--kuberay-version", default=None, metavar="VERSION", help="As for render.")

@@ -1,0 +1,146 @@
+"""Check a RayCluster ``spec`` against the CRD schema of the target KubeRay (pure).
+
+A typo (``workerGroupSpec``, ``containres``) renders fine and is then pruned or refused by the
+API server, far from the file that holds it.  Render checks every RayCluster against the
+structural schema of the CRD the operator installs, as the API server would: unknown fields
+(with the closest known name), types, required fields, enums.  What a schema keeps open
+(``x-kubernetes-preserve-unknown-fields``) stays open; ``null`` is accepted (the API server
+drops it).  Patterns, formats and CEL rules are left to the API server.
+
+The schemas are package data (``schemas/raycluster-<minor>.json.gz``), made from KubeRay's
+CRDs by ``scripts/make_crd_schemas.py`` with :func:`strip_schema`, one per minor version;
+the target version (``kuberayVersion``) picks the newest one not newer than it, no target
+version the newest one.  For a target newer than every shipped schema unknown fields are only
+warnings (its CRD may know fields no shipped schema does); wrong types, enums and missing
+required fields are errors whatever the version.
+"""
+
+from __future__ import annotations
+
+import datetime
+import difflib
+import functools
+import gzip
+import json
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from raygitops.convert import version_tuple
+
+# minor version -> package data file; scripts/make_crd_schemas.py writes them
+SCHEMAS = {"1.5": "raycluster-1.5.json.gz", "1.6": "raycluster-1.6.json.gz"}
+# what the check reads of a schema; the rest (descriptions, defaults, patterns) is dropped
+KEPT = frozenset({"type", "properties", "items", "additionalProperties", "required", "enum", "nullable",
+                  "default", "x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields"})
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    # YAML reads an unquoted date as a date; it is written back as the same text
+    "string": (str, datetime.date),
+    "boolean": (bool,),
+    "integer": (int,),
+    "number": (int, float),
+}
+_NAMES = {dict: "mapping", list: "list", str: "string", bool: "boolean", int: "integer", float: "number"}
+
+
+def strip_schema(schema: Any) -> Any:
+    """The parts of an openAPIV3Schema that :func:`problems` reads."""
+    if isinstance(schema, list):
+        return [strip_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "properties":
+            out[key] = {name: strip_schema(child) for name, child in value.items()}
+        elif key in KEPT:
+            out[key] = strip_schema(value)
+    return out
+
+
+def schema_version(kuberay_version: str | None) -> tuple[str, bool]:
+    """The shipped schema for a target KubeRay version, and whether it is the target's own."""
+    shipped = sorted(SCHEMAS, key=version_tuple)
+    if kuberay_version is None:  # the newest: an operator older than that is told with kuberayVersion
+        return shipped[-1], True
+    target = version_tuple(kuberay_version)[:2]
+    older = [v for v in shipped if version_tuple(v) <= target] or shipped[:1]
+    return older[-1], version_tuple(older[-1]) == target
+
+
+@functools.lru_cache(maxsize=None)
+def spec_schema(minor: str) -> dict[str, Any]:
+    """The schema of RayCluster ``spec`` for a shipped minor version."""
+    data = resources.files("raygitops").joinpath("schemas", SCHEMAS[minor]).read_bytes()
+    return json.loads(gzip.decompress(data))
+
+
+def _shown(value: Any) -> str:
+    return _NAMES.get(type(value), type(value).__name__)
+
+
+def _type_ok(value: Any, schema: dict[str, Any]) -> bool:
+    if schema.get("x-kubernetes-int-or-string"):
+        return isinstance(value, (int, str)) and not isinstance(value, bool)
+    expected = schema.get("type")
+    if expected is None:
+        return True
+    if isinstance(value, bool) and expected in ("integer", "number"):
+        return False
+    return isinstance(value, _TYPES.get(expected, (object,)))
+
+
+UNKNOWN = "unknown field"
+
+
+def problems(value: Any, schema: dict[str, Any], path: str) -> list[str]:
+    """Every ``path: message`` where ``value`` breaks ``schema``, in document order."""
+    if value is None:
+        return []
+    if not _type_ok(value, schema):
+        expected = "integer or string" if schema.get("x-kubernetes-int-or-string") else schema["type"]
+        return [f"{path}: expected {expected}, got {_shown(value)}"]
+    found: list[str] = []
+    if "enum" in schema and value not in schema["enum"]:
+        found.append(f"{path}: {value!r} is not one of {', '.join(map(str, schema['enum']))}")
+    if isinstance(value, dict):
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        for key, child in value.items():
+            where = f"{path}.{key}"
+            if props is not None and key in props:
+                found += problems(child, props[key], where)
+            elif isinstance(extra, dict):
+                found += problems(child, extra, where)
+            elif props is not None and not schema.get("x-kubernetes-preserve-unknown-fields"):
+                close = difflib.get_close_matches(str(key), list(props), n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                found.append(f"{where}: {UNKNOWN}{hint}")
+        # a required field with a default is filled in by the API server before it validates
+        found += [f"{path}.{name}: required field missing" for name in schema.get("required", ())
+                  if value.get(name) is None and "default" not in (props or {}).get(name, {})]
+    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
+        for index, item in enumerate(value):
+            found += problems(item, schema["items"], f"{path}[{index}]")
+    return found
+
+
+@dataclass(frozen=True)
+class Findings:
+    """A RayCluster spec's problems for the target KubeRay, split by what they mean."""
+
+    errors: list[str]
+    warnings: list[str]
+
+
+def check_spec(spec: Any, kuberay_version: str | None) -> Findings:
+    minor, own = schema_version(kuberay_version)
+    found = problems(spec, spec_schema(minor), "spec")
+    if own:
+        return Findings(found, [])
+    unknown = [p for p in found if f": {UNKNOWN}" in p]
+    return Findings([p for p in found if p not in unknown],
+                    [f"{p}: not in the KubeRay {minor} CRD, the newest raygitops knows; KubeRay "
+                     f"{kuberay_version} may drop it" for p in unknown])

@@ -1,0 +1,54 @@
+"""CLI conventions: every option has help text, every RAYGITOPS_* variable the product reads
+is documented (``raygitops --help`` and the README), and a command whose module cannot be
+imported is an error when run, never a missing command."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+from click.testing import CliRunner
+
+from raygitops import cli
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def commands() -> dict[str, click.Command]:
+    ctx = click.Context(cli.main)
+    return {name: cli.main.get_command(ctx, name) for name in cli.main.list_commands(ctx)}
+
+
+def test_every_option_has_help() -> None:
+    missing = [f"{name} {'/'.join(p.opts)}" for name, command in commands().items() for p in command.params
+               if isinstance(p, click.Option) and not p.help]
+    assert not missing, missing
+
+
+def test_every_environment_variable_is_documented() -> None:
+    read = set()
+    for source in (REPO / "plugin" / "raygitops").rglob("*.py"):
+        read |= set(re.findall(r"\bRAYGITOPS_[A-Z_]+", source.read_text()))
+    assert read == set(cli.ENVIRONMENT), read ^ set(cli.ENVIRONMENT)
+    shown = CliRunner().invoke(cli.main, ["--help"]).output
+    readme = (REPO / "README.md").read_text()
+    for name in read:
+        assert name in shown and f"`{name}`" in readme, name
+
+
+def test_a_command_that_cannot_import_is_an_error_not_a_missing_command(tmp_path: Path) -> None:
+    # a shadowing package whose import fails stands in for a broken install
+    broken = tmp_path / "kubernetes"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('broken on purpose')\n")
+    code = ("import sys; from raygitops.cli import COMMANDS; COMMANDS['probe'] = 'raygitops.probe_missing:x'; "
+            "from raygitops.cli import main; main()")
+    res = subprocess.run([sys.executable, "-c", code, "probe", "--anything"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and res.stdout == ""
+    assert res.stderr.startswith("raygitops: raygitops probe cannot start: ModuleNotFoundError") \
+        and res.stderr.count("\n") == 1, res.stderr
+    listed = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and "probe" in listed.stdout and "unavailable" in listed.stdout

@@ -1,0 +1,161 @@
+"""Render checks RayClusters against the KubeRay CRD schema (raygitops.crdschema).
+
+Typos, wrong types and missing required fields fail with ``file:line: path: message`` and an
+unknown field names the closest known one; the schema of the target KubeRay is used (1.5 and
+1.6 shipped, made by scripts/make_crd_schemas.py); open parts stay open. The package data is
+checked against KubeRay's CRD files in ../shared (skipped without them).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from raygitops import crdschema
+from sharedpaths import CORPUS, CORPUS_KUBERAY, CRDS
+from test_render_corpus import crd_spec_schema
+
+REPO = Path(__file__).resolve().parents[2]
+CLUSTER = """\
+apiVersion: ray.io/v1
+kind: RayCluster
+metadata:
+  name: demo
+spec:
+  rayVersion: "2.41.0"
+  headGroupSpec:
+    rayStartParams: {dashboard-host: 0.0.0.0}
+    template:
+      spec:
+        containers:
+          - name: ray-head
+            image: rayproject/ray:2.41.0
+            resources: {limits: {cpu: 1, memory: 2Gi}}
+  workerGroupSpecs:
+    - groupName: small
+      replicas: 1
+      rayStartParams: {}
+      template:
+        spec:
+          containers: [{name: ray-worker, image: rayproject/ray:2.41.0}]
+"""
+
+
+def render(text: str, *args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    app = tmp_path / "app"
+    app.mkdir(exist_ok=True)
+    (app / "cluster.yaml").write_text(text)
+    return subprocess.run([sys.executable, "-m", "raygitops", "render", str(app), *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def refused(text: str, *args: str, tmp_path: Path) -> str:
+    res = render(text, *args, tmp_path=tmp_path)
+    assert res.returncode == 1 and res.stdout == "", res.stdout
+    assert res.stderr.count("\n") == 1, res.stderr
+    return res.stderr
+
+
+@pytest.mark.parametrize("before,after,message", [
+    ("  workerGroupSpecs:", "  workerGroupSpec:", "spec.workerGroupSpec: unknown field (did you mean workerGroupSpecs?)"),
+    ("rayStartParams: {}", "rayStartParam: {}", "spec.workerGroupSpecs[0].rayStartParam: unknown field (did you mean rayStartParams?)"),
+    ("containers: [{", "containres: [{", "spec.workerGroupSpecs[0].template.spec.containres: unknown field (did you mean containers?)"),
+    ("replicas: 1", "replicas: one", "spec.workerGroupSpecs[0].replicas: expected integer, got string"),
+    ("dashboard-host: 0.0.0.0", "num-cpus: 1", "spec.headGroupSpec.rayStartParams.num-cpus: expected string, got integer"),
+    ("cpu: 1,", "cpu: [1],", "spec.headGroupSpec.template.spec.containers[0].resources.limits.cpu: expected integer or string, got list"),
+    ("- name: ray-head\n            image", "- image", "spec.headGroupSpec.template.spec.containers[0].name: required field missing"),
+])
+def test_a_spec_the_api_server_would_not_keep_is_refused_at_its_file(before: str, after: str, message: str,
+                                                                    tmp_path: Path) -> None:
+    assert before in CLUSTER
+    err = refused(CLUSTER.replace(before, after, 1), tmp_path=tmp_path)
+    assert err.startswith(f"raygitops: {tmp_path / 'app' / 'cluster.yaml'}:1: {message}"), err
+
+
+def test_the_valid_cluster_renders(tmp_path: Path) -> None:
+    assert render(CLUSTER, tmp_path=tmp_path).returncode == 0
+
+
+def test_the_target_version_picks_the_schema(tmp_path: Path) -> None:
+    """upgradeStrategy is a 1.6 field: kept for 1.6, refused for 1.5 (render's own rule first)."""
+    kept = CLUSTER.replace('  rayVersion: "2.41.0"\n', '  rayVersion: "2.41.0"\n  upgradeStrategy: {type: Recreate}\n')
+    assert render(kept, "--keep-upgrade-strategy", "--kuberay-version", "1.6.2", tmp_path=tmp_path).returncode == 0
+    assert "1.5.0 does not know this field" in refused(kept, "--keep-upgrade-strategy", "--kuberay-version", "1.5.0",
+                                                        tmp_path=tmp_path)
+    typo = kept.replace("upgradeStrategy: {type", "upgradeStrategy: {typ")
+    assert "spec.upgradeStrategy.typ: unknown field (did you mean type?)" in refused(
+        typo, "--keep-upgrade-strategy", tmp_path=tmp_path)
+    assert crdschema.schema_version(None) == ("1.6", True)
+    assert crdschema.schema_version("1.5.3") == ("1.5", True)
+    assert crdschema.schema_version("1.4.2") == ("1.5", False)
+    assert crdschema.schema_version("1.7.0") == ("1.6", False)
+
+
+def test_a_newer_kuberay_makes_unknown_fields_warnings_not_errors(tmp_path: Path) -> None:
+    newer = CLUSTER.replace("  headGroupSpec:", "  tlsOptions: {enabled: true}\n  headGroupSpec:")
+    assert "spec.tlsOptions: unknown field" in refused(newer, tmp_path=tmp_path)
+    res = render(newer, "--kuberay-version", "1.7.0", tmp_path=tmp_path)
+    assert res.returncode == 0 and res.stdout
+    assert res.stderr.startswith("raygitops: warning: ") and "spec.tlsOptions" in res.stderr
+    assert "KubeRay 1.7.0 may drop it" in res.stderr and res.stderr.count("\n") == 1, res.stderr
+    # a wrong type is an error whatever the version
+    assert "spec.workerGroupSpecs[0].replicas: expected integer, got string\n" in refused(newer.replace("replicas: 1", "replicas: x"), "--kuberay-version", "1.7.0",
+                                         tmp_path=tmp_path)
+
+
+def test_open_parts_stay_open_and_null_and_defaults_are_fine() -> None:
+    schema = {"type": "object", "required": ["a", "d"],
+              "properties": {"a": {"type": "string"}, "d": {"type": "integer", "default": 1},
+                             "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True,
+                                      "properties": {"k": {"type": "integer"}}}}}
+    assert crdschema.problems({"a": "x", "open": {"anything": [1]}}, schema, "spec") == []
+    assert crdschema.problems({"a": None}, schema, "spec") == ["spec.a: required field missing"]
+    assert crdschema.problems({"a": "x", "open": {"k": "no"}}, schema, "spec") == [
+        "spec.open.k: expected integer, got string"]
+
+
+def test_diff_does_not_refuse_the_base_for_what_the_head_fixes(tmp_path: Path) -> None:
+    base, head = tmp_path / "base", tmp_path / "head"
+    for side, text in ((base, CLUSTER.replace("containers: [{", "containres: [{")), (head, CLUSTER)):
+        side.mkdir()
+        (side / "cluster.yaml").write_text(text)
+    res = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(base), "--head", str(head),
+                          "--format", "json"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    res = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(head), "--head", str(base)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 1 and "head:" in res.stderr and "containres" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("minor,crd", [("1.5", "kuberay-v1.5.0"), ("1.6", "kuberay-v1.6.2")])
+def test_package_data_is_the_crds_schema(minor: str, crd: str) -> None:
+    """What scripts/make_crd_schemas.py makes from KubeRay's CRD, byte for byte."""
+    source = CRDS / crd / "ray.io_rayclusters.yaml"
+    if not source.is_file():
+        pytest.skip(f"KubeRay CRD not found at {source}")
+    shipped = REPO / "plugin" / "raygitops" / "schemas" / crdschema.SCHEMAS[minor]
+    made = json.dumps(crd_spec_schema(source), sort_keys=True, separators=(",", ":")).encode()
+    assert gzip.decompress(shipped.read_bytes()) == made
+    assert crdschema.spec_schema(minor) == json.loads(made)
+
+
+def test_every_corpus_sample_is_checked_against_its_own_kuberay(corpus: list[Path], tmp_path: Path) -> None:
+    """The 1.7 samples render for 1.7 (newer fields warned about), and for 1.6 exactly the
+    samples with fields the 1.6 CRD lacks are refused, each naming such a field."""
+    refused_for_16 = []
+    for sample in corpus:
+        ok = subprocess.run([sys.executable, "-m", "raygitops", "render", str(sample), "--kuberay-version",
+                             CORPUS_KUBERAY], capture_output=True, text=True, timeout=60)
+        assert ok.returncode == 0, ok.stderr
+        old = subprocess.run([sys.executable, "-m", "raygitops", "render", str(sample), "--kuberay-version", "1.6"],
+                             capture_output=True, text=True, timeout=60)
+        if old.returncode:
+            assert "unknown field" in old.stderr and old.stderr.count("\n") == 1, old.stderr
+            refused_for_16.append(sample.name)
+    assert refused_for_16 == ["ray-cluster.autoscaler-v2-overwrite-cmd.yaml", "ray-cluster.mtls.yaml"], refused_for_16
+    assert CORPUS.name.endswith(CORPUS_KUBERAY)
