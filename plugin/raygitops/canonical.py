@@ -1,4 +1,4 @@
-"""The canonical form of scheme h1 (DESIGN.md "Template hash").
+"""The canonical form of scheme h1 (docs/design.md "Template hash").
 
 Two specs that Kubernetes and KubeRay treat the same must have the same canonical bytes:
 JSON with sorted keys; nulls, empty maps and empty lists dropped; resource quantities by

@@ -97,34 +97,48 @@ UNKNOWN = "unknown field"
 
 def problems(value: Any, schema: dict[str, Any], path: str) -> list[str]:
     """Every ``path: message`` where ``value`` breaks ``schema``, in document order."""
+    found: list[str] = []
+    _walk(value, schema, [path], found)
+    return found
+
+
+def _walk(value: Any, schema: dict[str, Any], parts: list[str], found: list[str]) -> None:
+    """:func:`problems` without a new list or path string per node (render checks every
+    node of every RayCluster): ``parts`` is the path as a stack, joined on a problem only."""
     if value is None:
-        return []
+        return
     if not _type_ok(value, schema):
         expected = "integer or string" if schema.get("x-kubernetes-int-or-string") else schema["type"]
-        return [f"{path}: expected {expected}, got {_shown(value)}"]
-    found: list[str] = []
+        found.append(f"{''.join(parts)}: expected {expected}, got {_shown(value)}")
+        return
     if "enum" in schema and value not in schema["enum"]:
-        found.append(f"{path}: {value!r} is not one of {', '.join(map(str, schema['enum']))}")
+        found.append(f"{''.join(parts)}: {value!r} is not one of {', '.join(map(str, schema['enum']))}")
     if isinstance(value, dict):
         props = schema.get("properties")
         extra = schema.get("additionalProperties")
         for key, child in value.items():
-            where = f"{path}.{key}"
-            if props is not None and key in props:
-                found += problems(child, props[key], where)
-            elif isinstance(extra, dict):
-                found += problems(child, extra, where)
+            child_schema = props.get(key) if props is not None else None
+            if child_schema is None and isinstance(extra, dict):
+                child_schema = extra
+            parts.append(f".{key}")
+            if child_schema is not None:
+                _walk(child, child_schema, parts, found)
             elif props is not None and not schema.get("x-kubernetes-preserve-unknown-fields"):
                 close = difflib.get_close_matches(str(key), list(props), n=1, cutoff=0.6)
                 hint = f" (did you mean {close[0]}?)" if close else ""
-                found.append(f"{where}: {UNKNOWN}{hint}")
+                found.append(f"{''.join(parts)}: {UNKNOWN}{hint}")
+            parts.pop()
         # a required field with a default is filled in by the API server before it validates
-        found += [f"{path}.{name}: required field missing" for name in schema.get("required", ())
-                  if value.get(name) is None and "default" not in (props or {}).get(name, {})]
-    elif isinstance(value, list) and isinstance(schema.get("items"), dict):
-        for index, item in enumerate(value):
-            found += problems(item, schema["items"], f"{path}[{index}]")
-    return found
+        for name in schema.get("required", ()):
+            if value.get(name) is None and "default" not in (props or {}).get(name, {}):
+                found.append(f"{''.join(parts)}.{name}: required field missing")
+    elif isinstance(value, list):
+        items = schema.get("items")
+        if isinstance(items, dict):
+            for index, item in enumerate(value):
+                parts.append(f"[{index}]")
+                _walk(item, items, parts, found)
+                parts.pop()
 
 
 @dataclass(frozen=True)

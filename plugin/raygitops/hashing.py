@@ -1,4 +1,4 @@
-"""Template hashes of scheme h1: one per RayCluster group (DESIGN.md "Template hash").
+"""Template hashes of scheme h1: one per RayCluster group (docs/design.md "Template hash").
 
 The *pod-shaping spec* of a group is exactly the input of its hash: the group object minus
 its scaling and service keys, plus the cluster-level spec minus the groups and the keys that

@@ -1,4 +1,4 @@
-"""The PreSync hook objects render appends for a namespace (DESIGN.md "Hook resources").
+"""The PreSync hook objects render appends for a namespace (docs/design.md "Hook objects").
 
 ServiceAccount, Role and RoleBinding (waves -3..-2), the plan ConfigMap (-1) and the Job (0),
 each an Argo CD PreSync hook deleted before it is created again, or for Helm (``--helm``) a

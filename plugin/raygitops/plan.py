@@ -1,4 +1,4 @@
-"""The plan: what render tells the PreSync hook, one per namespace (DESIGN.md "Hook resources").
+"""The plan: what render tells the PreSync hook, one per namespace (docs/design.md "Hook objects").
 
 It lists every RayCluster of the app in the namespace with its strategy, desired hashes and
 desired pod-shaping spec.  Versioned JSON; the hook refuses a plan it does not understand.

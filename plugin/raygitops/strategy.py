@@ -1,4 +1,4 @@
-"""Opt-in: which RayClusters the hook may recreate (DESIGN.md "Opt-in").
+"""Opt-in: which RayClusters the hook may recreate (docs/design.md "Opt-in").
 
 Pure functions over one parsed object; they return decisions and never touch I/O.
 """
