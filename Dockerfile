@@ -3,7 +3,7 @@
 #   - the Argo CD CMP sidecar (argocd/repo-server-sidecar.yaml overrides the command with
 #     /var/run/argocd/argocd-cmp-server, which then runs `raygitops render`);
 #   - the PreSync hook Job (`raygitops presync ...`).
-# Build: docker build -t ghcr.io/raygitops/raygitops:0.1.0 .
+# Build: docker build -t raygitops:0.1.0 .   (push it under your registry's name; docs/argocd.md)
 #
 # Base pinned by exact tag. For a reproducible build also pin the digest of that tag, e.g.
 #   docker buildx imagetools inspect python:3.12.8-slim-bookworm   # -> sha256:...

@@ -90,6 +90,7 @@ def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
 # list complete), shown by `raygitops --help`.
 ENVIRONMENT = {
     "RAYGITOPS_DEBUG": "set: an error raises with its traceback instead of the one-line message",
+    "RAYGITOPS_HOOK_IMAGE": "render: the hook Job's image when hook.image is not set (default raygitops:<version>)",
     "RAYGITOPS_TEMPLATE_SECONDS": "CPU seconds a Jinja2 template may take (default 30)",
     "RAYGITOPS_TEMPLATE_MEMORY_MB": "memory a Jinja2 template may use (default 1024)",
     "RAYGITOPS_TEST_PAUSE_AT": "tests only: the hook sleeps at this recreate step (docs/presync.md)",

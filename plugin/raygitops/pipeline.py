@@ -14,6 +14,7 @@ from raygitops.errors import RaygitopsError
 from raygitops.render import RenderResult, render_documents
 from raygitops.settings import (
     Settings,
+    apply_environment,
     apply_overrides,
     apply_parameters,
     argocd_parameters,
@@ -38,8 +39,9 @@ STDIN = "-"
 def resolve_settings(
     path: str, config: str | None, env: Mapping[str, str], overrides: Mapping[str, Any]
 ) -> Settings:
-    """Defaults < app config file < Argo CD parameters < CLI flags."""
+    """Defaults < environment < app config file < Argo CD parameters < CLI flags."""
     settings = Settings()
+    apply_environment(settings, env)
     config_path: Path | None = Path(config) if config else None
     # A single file belongs to the app of its directory: the same settings as rendering it
     # (render and hash agree on the namespace, the strategy setting, ...).

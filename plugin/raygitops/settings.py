@@ -19,7 +19,11 @@ from raygitops.errors import RaygitopsError
 from raygitops.yamlio import decode, library_error
 
 CONFIG_NAMES = ("raygitops.yaml", "raygitops.yml")
-DEFAULT_IMAGE = f"ghcr.io/raygitops/raygitops:{__version__}"
+# The hook image: hook.image, else RAYGITOPS_HOOK_IMAGE (the Argo CD sidecar passes its own
+# image, argocd/repo-server-sidecar.yaml), else the name a local build gets
+# (`podman build -t raygitops:<version> .`): no registry holds a raygitops image for you.
+DEFAULT_IMAGE = f"raygitops:{__version__}"
+HOOK_IMAGE_ENV = "RAYGITOPS_HOOK_IMAGE"
 
 
 @dataclass
@@ -198,6 +202,12 @@ def apply_parameters(settings: Settings, params: list[dict[str, Any]]) -> None:
         else:
             raise RaygitopsError(f"{where}: unknown parameter (known: values-files, values, "
                                  + ", ".join(sorted(PARAMETERS)) + ")")
+
+
+def apply_environment(settings: Settings, env: Mapping[str, str]) -> None:
+    """``RAYGITOPS_HOOK_IMAGE`` over the default hook image (a config file, parameter or flag wins)."""
+    if env.get(HOOK_IMAGE_ENV):
+        _set(settings, "hook_image", env[HOOK_IMAGE_ENV], lambda reason: RaygitopsError(f"{HOOK_IMAGE_ENV}: {reason}"))
 
 
 def apply_overrides(settings: Settings, overrides: Mapping[str, Any]) -> None:

@@ -190,6 +190,24 @@ def test_component_shape() -> None:
     assert "https://" in (ARGOCD / "kustomization.yaml").read_text(), "the comment shows the remote base"
 
 
+def test_the_sidecar_passes_its_own_image_to_render(tmp_path: Path) -> None:
+    """One image name for the sidecar and the hook Jobs it renders: RAYGITOPS_HOOK_IMAGE on
+    the sidecar equals its image, and render puts that image in the Job."""
+    patch = yaml.safe_load((ARGOCD / "repo-server-sidecar.yaml").read_text())
+    (sidecar,) = [c for c in patch["spec"]["template"]["spec"]["containers"] if c["name"] == "raygitops"]
+    env = {e["name"]: e.get("value") for e in sidecar["env"]}
+    assert env["RAYGITOPS_HOOK_IMAGE"] == sidecar["image"]
+    res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(REPO / "examples" / "plain")],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "RAYGITOPS_HOOK_IMAGE": "registry.example.com/team/raygitops:9.9.9"})
+    assert res.returncode == 0, res.stderr
+    (job,) = [d for d in yaml.safe_load_all(res.stdout) if d and d["kind"] == "Job"]
+    assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/team/raygitops:9.9.9"
+    bad = subprocess.run([sys.executable, "-m", "raygitops", "render", str(REPO / "examples" / "plain")],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, "RAYGITOPS_HOOK_IMAGE": "Bad Image"})
+    assert bad.returncode == 1 and bad.stderr.startswith("raygitops: RAYGITOPS_HOOK_IMAGE: "), bad.stderr
+
+
 # ----------------------------------------------------------------------------- Application
 
 

@@ -133,7 +133,7 @@ def test_image_names_agree() -> None:
     assert DEFAULT_IMAGE.endswith(f":{__version__}")
     patch = yaml.safe_load((REPO / "argocd" / "repo-server-sidecar.yaml").read_text())
     container = patch["spec"]["template"]["spec"]["containers"][0]
-    assert container["image"] == DEFAULT_IMAGE
+    assert container["image"] == DEFAULT_IMAGE == f"raygitops:{__version__}"  # a local build's name, no registry
     assert container["securityContext"]["runAsUser"] == HOOK_UID == 999
     assert f"docker build -t {DEFAULT_IMAGE} ." in DOCKERFILE.read_text()
 
