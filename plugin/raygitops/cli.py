@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import sys
-from typing import Any, Callable
+from typing import Any
 
 import click
 
 from raygitops import __version__, helmplugin
+from raygitops.clierrors import fail, guarded
 from raygitops.errors import RaygitopsError
+from raygitops.plan import HookSettings
 
 # name -> "module:attribute" of a click command, imported only when invoked or listed.
 COMMANDS = {
@@ -53,37 +54,6 @@ def _unavailable(name: str, err: ImportError) -> click.Command:
 
     return click.Command(name, callback=run, help=f"(unavailable: {err})", context_settings={
         "ignore_unknown_options": True, "allow_extra_args": True})
-
-
-def fail(err: BaseException) -> None:
-    """Report an error as one line and exit non-zero (never a traceback, unless debugging)."""
-    if os.environ.get("RAYGITOPS_DEBUG"):
-        raise err
-    if isinstance(err, RaygitopsError):
-        line = f"raygitops: {err}"
-    else:
-        line = f"raygitops: internal error: {type(err).__name__}: {err}".splitlines()[0]
-    click.echo(line, err=True)
-    if helmplugin.under_helm_plugin():
-        helmplugin.report_error(line)
-    # Always exit 1: CI gates on diff's 0 / 3 / 1, and Argo CD and Helm only need non-zero.
-    sys.exit(1)
-
-
-def guarded(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Run a command body, turning every failure into :func:`fail`."""
-
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except (SystemExit, KeyboardInterrupt, click.exceptions.Exit, click.ClickException):
-            raise
-        except BaseException as err:  # noqa: BLE001 - the CLI boundary
-            fail(err)
-
-    wrapper.__name__ = func.__name__
-    wrapper.__doc__ = func.__doc__
-    return wrapper
 
 
 # Every RAYGITOPS_* variable the product reads (README "Environment"; a unit test keeps the
@@ -125,11 +95,14 @@ def main() -> None:
 # Numbers arrive as text and are checked with every other source's values (raygitops.settings),
 # so a bad one is the product's one-line error naming the flag, not a usage error.
 @click.option("--drain-grace", "drain_grace_seconds", default=None, metavar="SECONDS",
-              help="Hook: seconds for the operator to delete the pods before the hook deletes them (60).")
+              help="Hook: seconds for the operator to delete the pods before the hook deletes them "
+                   f"({HookSettings.drain_grace_seconds}).")
 @click.option("--timeout", "timeout_seconds", default=None, metavar="SECONDS",
-              help="Hook: seconds before it gives up on a cluster (900).")
-@click.option("--max-parallel", default=None, metavar="N", help="Hook: clusters recreated at once (4).")
-@click.option("--wait-ready/--no-wait-ready", default=None, help="Hook: wait until the new pods are ready (yes).")
+              help=f"Hook: seconds before it gives up on a cluster ({HookSettings.timeout_seconds}).")
+@click.option("--max-parallel", default=None, metavar="N",
+              help=f"Hook: clusters recreated at once ({HookSettings.max_parallel}).")
+@click.option("--wait-ready/--no-wait-ready", default=None,
+              help=f"Hook: wait until the new pods are ready ({'yes' if HookSettings.wait_ready else 'no'}).")
 @click.option("--flux", "hook_name_suffix", is_flag=True, default=None,
               help="Name the hook Job after the plan hash (Flux and Helm 3 apply Jobs as plain objects).")
 @click.option("--helm", is_flag=True, default=None,

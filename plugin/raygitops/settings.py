@@ -16,6 +16,7 @@ import yaml
 
 from raygitops import __version__, convert
 from raygitops.errors import RaygitopsError
+from raygitops.plan import HookSettings
 from raygitops.yamlio import decode, library_error
 
 CONFIG_NAMES = ("raygitops.yaml", "raygitops.yml")
@@ -40,10 +41,11 @@ class Settings:
     # spec.upgradeStrategy it would drop, diff predicts what that operator does.
     kuberay_version: str | None = None
     hook_image: str = DEFAULT_IMAGE
-    drain_grace_seconds: int = 60
-    timeout_seconds: int = 900
-    max_parallel: int = 4
-    wait_ready: bool = True
+    # the hook's own defaults (raygitops.plan.HookSettings): one source
+    drain_grace_seconds: int = HookSettings.drain_grace_seconds
+    timeout_seconds: int = HookSettings.timeout_seconds
+    max_parallel: int = HookSettings.max_parallel
+    wait_ready: bool = HookSettings.wait_ready
     # Flux applies hooks as plain objects: a Job is immutable, so its name carries the plan hash.
     hook_name_suffix: bool = False
     # Helm's post-renderer: the hook objects are Helm hooks, and objects that name no namespace

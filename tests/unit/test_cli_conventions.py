@@ -52,3 +52,11 @@ def test_a_command_that_cannot_import_is_an_error_not_a_missing_command(tmp_path
         and res.stderr.count("\n") == 1, res.stderr
     listed = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=60)
     assert listed.returncode == 0 and "probe" in listed.stdout and "unavailable" in listed.stdout
+
+
+def test_the_faces_do_not_import_the_cli_module() -> None:
+    """presync/, preview/ and status/ use the CLI boundary module (raygitops.clierrors), never
+    raygitops.cli, which imports them lazily."""
+    for face in ("presync", "preview", "status"):
+        for source in (REPO / "plugin" / "raygitops" / face).glob("*.py"):
+            assert not re.search(r"raygitops\.cli\b|from raygitops import cli\b", source.read_text()), source

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 from raygitops import convert
-from raygitops.cli import guarded
+from raygitops.clierrors import guarded
 from raygitops.errors import RaygitopsError
 from raygitops.plan import load_plan
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from raygitops.cli import guarded
+from raygitops.clierrors import guarded
 from raygitops.errors import RaygitopsError
 
 EXIT_RECREATE = 3

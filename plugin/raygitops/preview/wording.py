@@ -84,7 +84,3 @@ def others_line(report: Report) -> str:
                                         (k.deleted, "deleted")) if n]
         parts.append(f"{k.kind}: {', '.join(bits)}")
     return "; ".join(parts)
-
-
-def side_label(side: Any) -> str:
-    return side.describe() if side is not None else "?"

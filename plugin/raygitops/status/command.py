@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from raygitops.cli import guarded
+from raygitops.clierrors import guarded
 from raygitops.errors import RaygitopsError
 
 EXIT_NOT_IN_SYNC = 3
