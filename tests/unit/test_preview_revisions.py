@@ -124,11 +124,25 @@ def test_app_missing_at_base_is_all_created(repo: Path, monkeypatch: pytest.Monk
     assert data["notes"] == ["new-app does not exist at base (HEAD~1)"]
 
 
-def test_unknown_revision(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unknown_revision_says_what_to_do(repo: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     result = diff(repo, monkeypatch, "--base", "no-such-branch", "--head", "HEAD", "app")
     assert result.exit_code == 1
     assert result.stderr.strip() == (
-        "raygitops: base: 'no-such-branch' is neither a directory nor a git revision")
+        "raygitops: base: 'no-such-branch' is neither a directory nor a git revision: check the name "
+        "(git branch -a lists the branches), or fetch it (git fetch origin NAME)")
+    # CI's usual mistake: origin/main in a checkout without the remote, or without the branch
+    no_remote = diff(repo, monkeypatch, "--base", "origin/main", "--head", "HEAD", "app")
+    assert no_remote.exit_code == 1 and "has no remote (no 'origin')" in no_remote.stderr
+    assert "fetch-depth: 0" in no_remote.stderr and no_remote.stderr.count("\n") == 1
+    git(repo, "remote", "add", "origin", str(tmp_path / "elsewhere"))
+    not_fetched = diff(repo, monkeypatch, "--base", "origin/main", "--head", "HEAD", "app")
+    assert not_fetched.stderr.strip().endswith(": fetch it first (git fetch origin main)"), not_fetched.stderr
+    # outside any repository
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    result = diff(outside, monkeypatch, "--base", "main", "--head", "HEAD", "app")
+    assert result.exit_code == 1 and "is not inside a git repository: run raygitops diff in the repository's " \
+        "checkout, or give two directories (--base DIR --head DIR)" in result.stderr, result.stderr
 
 
 def test_path_at_neither_side(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:

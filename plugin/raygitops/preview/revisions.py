@@ -101,6 +101,18 @@ def _discovery_dir(path: str) -> str:
     return str(current)
 
 
+def _revision_hint(spec: str, cwd: str) -> str:
+    """What to do about a revision git does not know (a remote missing, a branch not fetched)."""
+    remotes = run_git(["remote"], cwd, check=False).stdout.decode().split()
+    remote = spec.split("/", 1)[0] if "/" in spec else None
+    if remote is not None and remote not in remotes and not remotes:
+        return (f": this repository has no remote (no {remote!r}); in CI check out with the history and "
+                f"the base branch (actions/checkout: fetch-depth: 0), or name a local branch")
+    if remote is not None and remote in remotes:
+        return f": fetch it first (git fetch {remote} {spec.split('/', 1)[1]})"
+    return ": check the name (git branch -a lists the branches), or fetch it (git fetch origin NAME)"
+
+
 def resolve_side(name: str, spec: str, path: str = ".") -> Side:
     """An existing directory is a directory (the app is ``spec/PATH``); an existing file is
     that file; anything else must be a git revision (``REF^{commit}``) of PATH."""
@@ -120,12 +132,13 @@ def resolve_side(name: str, spec: str, path: str = ".") -> Side:
     top = run_git(["rev-parse", "--show-toplevel"], cwd, check=False)
     if top.returncode != 0:
         raise RaygitopsError(
-            f"{name}: {spec!r} is not a directory, and {path!r} is not inside a git repository"
+            f"{name}: {spec!r} is not a directory, and {path!r} is not inside a git repository: "
+            "run raygitops diff in the repository's checkout, or give two directories (--base DIR --head DIR)"
         )
     root = top.stdout.decode().strip()
     proc = run_git(["rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}"], cwd, check=False)
     if proc.returncode != 0:
-        raise RaygitopsError(f"{name}: {spec!r} is neither a directory nor a git revision")
+        raise RaygitopsError(f"{name}: {spec!r} is neither a directory nor a git revision{_revision_hint(spec, cwd)}")
     commit = proc.stdout.decode().strip()
     absolute = os.path.realpath(os.path.abspath(path))
     rel = os.path.relpath(absolute, os.path.realpath(root))
