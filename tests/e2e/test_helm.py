@@ -33,6 +33,12 @@ PLUGIN = controlplane.REPO_ROOT / "helm-plugin"
 OLD, NEW = "rayproject/ray:2.41.0", "rayproject/ray:2.42.0"
 
 CHART_YAML = {"apiVersion": "v2", "name": "raydemo", "version": "0.3.0"}
+HELPERS = """\
+{{- define "raydemo.labels" -}}
+app.kubernetes.io/instance: {{ .Release.Name }}
+helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+{{- end }}
+"""
 RAYCLUSTER = """\
 apiVersion: ray.io/v1
 kind: RayCluster
@@ -46,9 +52,7 @@ spec:
     rayStartParams: {}
     template:
       metadata:
-        labels:
-          app.kubernetes.io/instance: {{ .Release.Name }}
-          helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+        labels: {{- include "raydemo.labels" . | nindent 10 }}
       spec:
         containers:
           - name: ray-head
@@ -62,9 +66,7 @@ spec:
       rayStartParams: {}
       template:
         metadata:
-          labels:
-            app.kubernetes.io/instance: {{ .Release.Name }}
-            helm.sh/chart: {{ .Chart.Name }}-{{ .Chart.Version }}
+          labels: {{- include "raydemo.labels" . | nindent 12 }}
         spec:
           {{- with .Values.nodeSelector }}
           nodeSelector: {{ toJson . }}
@@ -127,6 +129,7 @@ class Release(DemoCluster):
         (self.chart / "templates").mkdir(parents=True)
         (self.chart / "Chart.yaml").write_text(yaml.safe_dump(CHART_YAML))
         (self.chart / "templates" / "raycluster.yaml").write_text(RAYCLUSTER)
+        (self.chart / "templates" / "_helpers.tpl").write_text(HELPERS)
         self.values = tmp / "values.yaml"
 
     def args(self, image: str, node_selector: dict[str, str] | None, hook_timeout: int) -> list[str]:
