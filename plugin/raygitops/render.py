@@ -22,6 +22,7 @@ from raygitops.hashing import (
 from raygitops.hookresources import LABELS as HOOK_LABELS
 from raygitops.hookresources import hook_resources
 from raygitops.k8snames import object_problem
+from raygitops.objmeta import set_annotation
 from raygitops.plan import ClusterPlan, HookSettings, Plan
 from raygitops.settings import Settings
 from raygitops.yamlio import Document
@@ -59,16 +60,6 @@ class RenderResult:
 def is_raycluster(obj: dict[str, Any]) -> bool:
     api = obj.get("apiVersion")
     return obj.get("kind") == "RayCluster" and isinstance(api, str) and api.startswith("ray.io/")
-
-
-def _set_annotation(meta_holder: dict[str, Any], key: str, value: str) -> None:
-    meta = meta_holder.get("metadata")
-    if not isinstance(meta, dict):
-        meta = meta_holder["metadata"] = {}
-    annotations = meta.get("annotations")
-    if not isinstance(annotations, dict):
-        annotations = meta["annotations"] = {}
-    annotations[key] = value
 
 
 def _write_hashes(spec: dict[str, Any], hashes: GroupHashes) -> None:
@@ -156,7 +147,7 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings) ->
     # The plan carries the stamped templates: the hook's resume patch writes them, and pods
     # created right after it must already carry their hash.
     shaping = pod_shaping_spec(spec)
-    _set_annotation(obj, HASHES_ANNOTATION, hashes.annotation())
+    set_annotation(obj, HASHES_ANNOTATION, hashes.annotation())
     cluster = ClusterPlan(
         name=obj["metadata"]["name"],
         strategy=chosen,

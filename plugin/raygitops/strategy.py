@@ -9,6 +9,7 @@ import difflib
 from typing import Any
 
 from raygitops.errors import RaygitopsError, printable
+from raygitops.objmeta import annotations, labels, meta, set_annotation
 
 STRATEGY_ANNOTATION = "raygitops.dev/upgrade-strategy"
 RECREATE = "Recreate"
@@ -28,14 +29,6 @@ LAST_ANNOTATION = "raygitops.dev/last-recreate"
 # JSON (nor string) library to read it from LAST_ANNOTATION.
 OUTCOME_ANNOTATION = "raygitops.dev/last-recreate-outcome"
 HOOK_OWNED_ANNOTATIONS = (LOCK_ANNOTATION, LAST_ANNOTATION, OUTCOME_ANNOTATION)
-
-
-def _annotations(obj: dict[str, Any]) -> dict[str, Any]:
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return {}
-    annotations = meta.get("annotations")
-    return annotations if isinstance(annotations, dict) else {}
 
 
 def _spec_strategy(spec: Any) -> str | None:
@@ -70,7 +63,7 @@ def cluster_strategy(obj: dict[str, Any], keep: bool = False) -> str:
     the two may differ: the annotation is raygitops' choice and the field the operator's,
     so ``raygitops.dev/upgrade-strategy: None`` leaves a natively recreated cluster to
     KubeRay.  Otherwise the field becomes the annotation and the two must agree."""
-    annotation = _annotations(obj).get(STRATEGY_ANNOTATION)
+    annotation = annotations(obj).get(STRATEGY_ANNOTATION)
     if annotation is not None and annotation not in STRATEGIES:
         raise RaygitopsError(
             f"annotation {STRATEGY_ANNOTATION}={annotation!r} is not Recreate or None{_did_you_mean(annotation)}"
@@ -99,7 +92,7 @@ def annotation_warnings(obj: dict[str, Any]) -> list[str]:
     does not exist, or a key that looks like the opt-in (``raygitops.dev/upgrade-stratgy``,
     ``raygitops.io/upgrade-strategy``); each with the right spelling."""
     out = []
-    for key in _annotations(obj):
+    for key in annotations(obj):
         if not isinstance(key, str) or key in KNOWN_ANNOTATIONS or key in HOOK_OWNED_ANNOTATIONS:
             continue
         close = difflib.get_close_matches(key, KNOWN_ANNOTATIONS, n=1, cutoff=0.8)
@@ -117,23 +110,17 @@ def move_strategy_to_annotation(obj: dict[str, Any], strategy: str) -> None:
     if "upgradeStrategy" not in spec:
         return
     del spec["upgradeStrategy"]
-    meta = obj.setdefault("metadata", {})
-    annotations = meta.get("annotations")
-    if not isinstance(annotations, dict):
-        annotations = meta["annotations"] = {}
-    annotations[STRATEGY_ANNOTATION] = strategy
+    set_annotation(obj, STRATEGY_ANNOTATION, strategy)
 
 
 def cluster_owner(obj: dict[str, Any]) -> str | None:
     """``Kind/name`` of the RayJob or RayService owning a RayCluster manifest, if any."""
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    for ref in meta.get("ownerReferences") or []:
+    for ref in meta(obj).get("ownerReferences") or []:
         if isinstance(ref, dict) and ref.get("kind") in OWNER_KINDS:
             return f"{ref['kind']}/{ref.get('name', '')}"
-    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-    origin = labels.get(ORIGIN_LABEL)
+    origin = labels(obj).get(ORIGIN_LABEL)
     if origin in OWNER_KINDS:
-        return f"{origin}/{labels.get('ray.io/originated-from-cr-name', '')}"
+        return f"{origin}/{labels(obj).get('ray.io/originated-from-cr-name', '')}"
     return None
 
 
@@ -147,7 +134,7 @@ def check_embedded_opt_in(obj: dict[str, Any]) -> None:
         f"{kind} clusters are recreated by the {kind} itself; raygitops only recreates "
         "standalone RayClusters"
     )
-    if _annotations(obj).get(STRATEGY_ANNOTATION) == RECREATE:
+    if annotations(obj).get(STRATEGY_ANNOTATION) == RECREATE:
         raise RaygitopsError(f"{STRATEGY_ANNOTATION}: Recreate is not allowed on a {kind}: {why}")
     if _spec_strategy(embedded) == RECREATE:
         raise RaygitopsError(
@@ -158,7 +145,7 @@ def check_embedded_opt_in(obj: dict[str, Any]) -> None:
 def check_no_hook_annotations(obj: dict[str, Any]) -> None:
     """A manifest must not carry the hook's own state annotations."""
     for key in HOOK_OWNED_ANNOTATIONS:
-        if key in _annotations(obj):
+        if key in annotations(obj):
             name = (obj.get("metadata") or {}).get("name")
             raise RaygitopsError(
                 f"{obj.get('kind')} {name}: metadata.annotations.{key}: this annotation is written by the raygitops PreSync hook "

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from raygitops.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED
+from raygitops.objmeta import annotations
 
 HASH = "raygitops.dev/template-hash"
 HASHES = "raygitops.dev/template-hashes"
@@ -34,10 +35,6 @@ PREFIX = "raygitops.dev/"
 
 def key(obj: dict[str, Any]) -> str:
     return f"{obj['metadata'].get('namespace', '')}/{obj['metadata']['name']}"
-
-
-def annotations(obj: dict[str, Any]) -> dict[str, str]:
-    return (obj.get("metadata") or {}).get("annotations") or {}
 
 
 def desired_hashes(obj: dict[str, Any]) -> set[str]:

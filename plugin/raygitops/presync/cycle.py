@@ -29,6 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from raygitops import objmeta
 from raygitops.plan import ClusterPlan
 from raygitops.presync import drain, drift, events, patches
 from raygitops.presync.budget import Budget
@@ -86,7 +87,7 @@ def next_step(live: dict[str, Any] | None, holder: str, unchanged_for: float = 0
     """What to do next with this RayCluster (pure)."""
     if live is None:
         return GONE
-    text = drift.annotations(live).get(locks.LOCK_ANNOTATION)
+    text = objmeta.annotations(live).get(locks.LOCK_ANNOTATION)
     if text is None:
         return ACQUIRE
     lock = locks.parse(text)
@@ -105,7 +106,7 @@ def next_step(live: dict[str, Any] | None, holder: str, unchanged_for: float = 0
 def held_lock(live: dict[str, Any] | None) -> locks.Lock | None:
     if live is None:
         return None
-    return locks.parse(drift.annotations(live).get(locks.LOCK_ANNOTATION))
+    return locks.parse(objmeta.annotations(live).get(locks.LOCK_ANNOTATION))
 
 
 @dataclass
@@ -177,7 +178,7 @@ class Cycle:
 
     def _unchanged_for(self) -> float:
         """How long this run has seen the same lock annotation value (lease by observation)."""
-        text = drift.annotations(self.live or {}).get(locks.LOCK_ANNOTATION)
+        text = objmeta.annotations(self.live or {}).get(locks.LOCK_ANNOTATION)
         if text != self._seen_lock[0]:
             self._seen_lock = (text, time.monotonic())
         return time.monotonic() - self._seen_lock[1]
@@ -283,7 +284,7 @@ class Cycle:
         """No lock on the cluster: ours ended (done), or take it if the cluster still drifts."""
         if self.recreated:
             return self._done()
-        stale = drift.meta(self.live).get("resourceVersion") != self.decision.resource_version
+        stale = objmeta.meta(self.live).get("resourceVersion") != self.decision.resource_version
         if (self.recheck or stale) and not self._still_drifted():
             return IN_SYNC, "in sync (another hook recreated it)"
         self._acquire()
@@ -370,7 +371,7 @@ class Cycle:
 
     def _drain(self) -> None:
         """Wait until every pod the cluster owns is gone (:mod:`raygitops.presync.drain`)."""
-        run = drain.Drain(self.kube, self.log, self.key, self.ns, self.plan.name, drift.meta(self.live).get("uid", ""),
+        run = drain.Drain(self.kube, self.log, self.key, self.ns, self.plan.name, objmeta.meta(self.live).get("uid", ""),
                           self.opts.drain_grace, self.opts.deadline - self.opts.resume_reserve, self._drain_tick)
         try:
             self.drain_zero_at = run.run()

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from raygitops import objmeta
 from raygitops.presync import drift
 from raygitops.presync.kubeapi import ApiError, Gone, StreamBroken
 from raygitops.presync.logs import Log
@@ -34,7 +35,7 @@ def split_pods(pods: list[dict[str, Any]], cluster_uid: str) -> tuple[dict[str, 
     own: dict[str, str] = {}
     foreign: list[str] = []
     for pod in pods:
-        meta = drift.meta(pod)
+        meta = objmeta.meta(pod)
         if drift.owned_by(pod, cluster_uid):
             own[meta.get("uid", "")] = meta.get("name", "")
         else:
@@ -111,7 +112,7 @@ class Drain:
         started = time.monotonic()
         try:
             for kind, obj in self.kube.watch_pods(self.namespace, selector, rv, max(1, int(seconds + 0.999))):
-                meta = drift.meta(obj)
+                meta = objmeta.meta(obj)
                 rv = meta.get("resourceVersion") or rv
                 uid = meta.get("uid")
                 if kind == "DELETED":

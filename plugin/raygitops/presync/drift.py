@@ -21,6 +21,7 @@ from typing import Any
 from raygitops.crddefaults import strip_defaults
 from raygitops.hashing import HASH_ANNOTATION, HASHES_ANNOTATION, GroupHashes, hash_cluster, is_h1
 from raygitops.native import HASH_ANNOTATION as NATIVE_HASH_ANNOTATION
+from raygitops.objmeta import annotations, labels, meta
 from raygitops.plan import ClusterPlan
 from raygitops.presync import lock as locks
 from raygitops.strategy import RECREATE, cluster_owner
@@ -78,21 +79,6 @@ class Decision:
         if self.warnings:
             data["warnings"] = list(self.warnings)
         return data
-
-
-def meta(obj: dict[str, Any]) -> dict[str, Any]:
-    value = obj.get("metadata")
-    return value if isinstance(value, dict) else {}
-
-
-def annotations(obj: dict[str, Any]) -> dict[str, Any]:
-    value = meta(obj).get("annotations")
-    return value if isinstance(value, dict) else {}
-
-
-def labels(obj: dict[str, Any]) -> dict[str, Any]:
-    value = meta(obj).get("labels")
-    return value if isinstance(value, dict) else {}
 
 
 def group_key(pod: dict[str, Any]) -> str | None:

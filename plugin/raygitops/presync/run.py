@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from raygitops import objmeta
 from raygitops.plan import ClusterPlan, Plan
 from raygitops.presync import cycle, drift, patches
 from raygitops.presync import lock as locks
@@ -120,7 +121,7 @@ def decide_namespace(kube: Any, plan: Plan, log: Log) -> list[drift.Decision]:
     fails here fails the clusters it concerns (the namespace's, or one), never the run."""
     ns = plan.namespace
     try:
-        live = {drift.meta(c).get("name"): c for c in kube.list_clusters(ns)}
+        live = {objmeta.meta(c).get("name"): c for c in kube.list_clusters(ns)}
         pods, _ = kube.list_pods(ns, drift.CLUSTER_LABEL)
     except ApiError as err:
         if err.status == 401:
@@ -188,7 +189,7 @@ def verify(kube: Any, plan: ClusterPlan, d: drift.Decision, opts: RunOptions, de
         if ok:
             record = drift.last_recreate(live) or {}
             record["outcome"] = locks.COMPLETED
-            patch = {"metadata": {"resourceVersion": drift.meta(live).get("resourceVersion"),
+            patch = {"metadata": {"resourceVersion": objmeta.meta(live).get("resourceVersion"),
                                   "annotations": patches.record_annotations(locks.json_record(record))}}
             try:
                 kube.patch_cluster(ns, d.name, patch)
@@ -215,7 +216,7 @@ def release(kube: Any, ns: str, name: str, resume: bool, log: Log) -> cycle.Outc
     key = f"{ns}/{name}"
     for _ in range(cycle.MAX_CONFLICTS):
         live = kube.get_cluster(ns, name)
-        text = drift.annotations(live).get(locks.LOCK_ANNOTATION) if live else None
+        text = objmeta.annotations(live).get(locks.LOCK_ANNOTATION) if live else None
         if text is None:
             return cycle.Outcome(ns, name, cycle.SKIPPED, "no raygitops lock left")
         lock = locks.parse(text)

@@ -26,7 +26,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops import native
+from raygitops import native, objmeta
 from raygitops.presync import drift
 from raygitops.presync import lock as locks
 from raygitops.render import RenderedCluster
@@ -87,12 +87,12 @@ def overlay(live: Any, desired: Any) -> Any:
 def _head_version(pods: list[dict[str, Any]]) -> str | None:
     for pod in pods:
         if drift.group_key(pod) == "head" and not drift.terminating(pod):
-            return drift.annotations(pod).get(native.VERSION_ANNOTATION)
+            return objmeta.annotations(pod).get(native.VERSION_ANNOTATION)
     return None
 
 
 def _lock(live: dict[str, Any]) -> dict[str, Any] | None:
-    text = drift.annotations(live).get(locks.LOCK_ANNOTATION)
+    text = objmeta.annotations(live).get(locks.LOCK_ANNOTATION)
     if text is None:
         return None
     lock = locks.parse(text)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from raygitops import objmeta
 from raygitops.presync import drift
 from raygitops.presync.kubeapi import ApiError, Kube
 from raygitops.render import RenderResult
@@ -30,7 +31,7 @@ def statuses(kube: Kube, result: RenderResult) -> list[ClusterStatus]:
     for cluster in result.clusters:
         ns = cluster.namespace
         if ns not in live:
-            clusters = {drift.meta(c).get("name"): c for c in kube.list_clusters(ns)}
+            clusters = {objmeta.meta(c).get("name"): c for c in kube.list_clusters(ns)}
             pods, _ = kube.list_pods(ns, drift.CLUSTER_LABEL)
             live[ns] = (clusters, drift.pods_by_cluster(pods))
         clusters, pods_by = live[ns]
