@@ -144,87 +144,106 @@ def _to_hashes(groups: dict[str, str | None]) -> dict[str, Any]:
 
 def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
            pods: list[dict[str, Any]]) -> Decision:
-    """The decision for one cluster of the plan."""
+    """The decision for one cluster of the plan, in named steps: absent, a lock left by an
+    earlier run, not the hook's to recreate, suspended outside Git, then drift per group."""
     d = Decision(namespace, plan.name, SKIP, "")
-    d.resource_version = meta(live).get("resourceVersion") if live else None
-    lock_text = annotations(live).get(locks.LOCK_ANNOTATION) if live else None
-
     if live is None:
         d.reason = "absent from the cluster (Argo CD will create it)"
         return d
+    d.resource_version = meta(live).get("resourceVersion")
     owner = plan.owner or cluster_owner(live)
+    lock_text = annotations(live).get(locks.LOCK_ANNOTATION)
     if lock_text is not None:
-        lock = locks.parse(lock_text)
-        found = f"phase {lock.phase}, holder {lock.holder}" if lock else "unreadable"
-        if plan.suspend:
-            d.action, d.reason = RELEASE, "desired spec.suspend is true: dropping the raygitops lock only"
-        elif plan.strategy != RECREATE or owner:
-            # Never a recreate here, whatever the annotations say: the lock is reported and
-            # dropped, a cluster an earlier run suspended is resumed as it is.
-            why = f"owned by {owner}" if owner else f"not opted in (strategy {plan.strategy})"
-            d.action, d.reason = RELEASE, f"{why} but carries a raygitops lock ({found}): dropping it, deleting nothing"
-        else:
-            d.action = RECREATE_ACTION
-            d.reason = f"a recreate cycle is in progress ({found}): finishing it"
-            d.pods = sum(1 for p in pods if not terminating(p))
-        return d
-    if plan.strategy != RECREATE:
-        d.reason = (NATIVE_ONLY if plan.native else f"not opted in (strategy {plan.strategy})")
-        return d
-    if plan.suspend:
-        d.reason = "desired spec.suspend is true"
-        return d
-    if owner:
-        d.reason = f"owned by {owner}: never suspended by raygitops"
+        return _decide_locked(d, plan, owner, lock_text, pods)
+    skipped = _not_recreated(plan, owner)
+    if skipped:
+        d.reason = skipped
         return d
     spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
+    live_pods = [p for p in pods if not terminating(p) and owned_by(p, meta(live).get("uid"))]  # foreign pods never drift
+    d.pods = len(live_pods)
     if spec.get("suspend") is True:
         # Git does not ask for it: finish the job (drain, resume with the desired spec).
         d.action, d.outside_git = RECREATE_ACTION, True
         d.reason = "suspended outside Git (desired spec.suspend is not true, no raygitops lock): resuming it"
-        d.pods = sum(1 for p in pods if not terminating(p) and owned_by(p, meta(live).get("uid")))
         return d
+    try:
+        d.drift, d.source = _group_drift(plan, spec, live_pods, live_hashes_annotation(live) or {})
+    except _CannotHash as err:
+        d.action, d.reason = FAIL, f"cannot hash the live spec: {err}"
+        return d
+    return _conclude(d, plan, live, live_pods)
 
+
+def _decide_locked(d: Decision, plan: ClusterPlan, owner: str | None, lock_text: str,
+                   pods: list[dict[str, Any]]) -> Decision:
+    """A raygitops lock on the live cluster: an earlier run's cycle to finish, or to drop."""
+    lock = locks.parse(lock_text)
+    found = f"phase {lock.phase}, holder {lock.holder}" if lock else "unreadable"
+    if plan.suspend:
+        d.action, d.reason = RELEASE, "desired spec.suspend is true: dropping the raygitops lock only"
+    elif plan.strategy != RECREATE or owner:
+        # Never a recreate here, whatever the annotations say: the lock is reported and
+        # dropped, a cluster an earlier run suspended is resumed as it is.
+        why = f"owned by {owner}" if owner else f"not opted in (strategy {plan.strategy})"
+        d.action, d.reason = RELEASE, f"{why} but carries a raygitops lock ({found}): dropping it, deleting nothing"
+    else:
+        d.action = RECREATE_ACTION
+        d.reason = f"a recreate cycle is in progress ({found}): finishing it"
+        d.pods = sum(1 for p in pods if not terminating(p))
+    return d
+
+
+def _not_recreated(plan: ClusterPlan, owner: str | None) -> str | None:
+    """Why the hook leaves an unlocked cluster alone, if it does."""
+    if plan.strategy != RECREATE:
+        return NATIVE_ONLY if plan.native else f"not opted in (strategy {plan.strategy})"
+    if plan.suspend:
+        return "desired spec.suspend is true"
+    if owner:
+        return f"owned by {owner}: never suspended by raygitops"
+    return None
+
+
+class _CannotHash(Exception):
+    """The live spec cannot be hashed (render would refuse it)."""
+
+
+def _group_drift(plan: ClusterPlan, spec: dict[str, Any], live_pods: list[dict[str, Any]],
+                 annotated: dict[str, Any]) -> tuple[dict[str, GroupDrift], dict[str, Any]]:
+    """Drift per group: a pod with another h1 hash, a group Git removed, or (for pods without
+    an h1 hash) a live spec that hashes differently; and the hashes the pods run now."""
     desired = plan.hashes.groups()
-    uid = meta(live).get("uid")
-    live_pods = [p for p in pods if not terminating(p) and owned_by(p, uid)]  # foreign pods never drift
-    d.pods = len(live_pods)
     by_group: dict[str, list[dict[str, Any]]] = {}
     for pod in live_pods:
         key = group_key(pod)
         if key is not None:
             by_group.setdefault(key, []).append(pod)
-
-    live_cmp: GroupHashes | None = None
-    desired_cmp: GroupHashes | None = None
+    drift: dict[str, GroupDrift] = {}
     source: dict[str, str | None] = {}
-    annotated = live_hashes_annotation(live) or {}
+    compared: tuple[GroupHashes, GroupHashes] | None = None  # (live, desired), hashed once when needed
     for key, group_pods in sorted(by_group.items()):
         seen = Counter(annotations(p).get(HASH_ANNOTATION) or "" for p in group_pods)
         hashes = sorted(seen)
         h1 = [h for h in hashes if is_h1(h)]
         source[key] = seen.most_common(1)[0][0] or _annotated(annotated, key)
         if key not in desired:
-            d.drift[key] = GroupDrift("", hashes, "removed-group", len(group_pods))
-            continue
-        if any(h != desired[key] for h in h1):
-            d.drift[key] = GroupDrift(desired[key], hashes, "pod-hash", len(group_pods))
-            continue
-        if len(h1) == len(hashes):
-            continue  # every pod carries the desired h1 hash
-        # Some pods carry no h1 hash: compare the live spec with the desired one.
-        try:
-            if live_cmp is None:
-                live_cmp = comparable_hashes(spec)
-            if desired_cmp is None:
-                desired_cmp = comparable_hashes(desired_spec(plan))
-        except Exception as err:  # noqa: BLE001 - a live spec render would refuse must not stop the run
-            d.action, d.reason = FAIL, f"cannot hash the live spec: {err}"
-            return d
-        live_h = live_cmp.groups().get(key)
-        if live_h != desired_cmp.groups().get(key):
-            d.drift[key] = GroupDrift(desired[key], hashes, "spec-hash", len(group_pods))
-    d.source = _to_hashes(source)
+            drift[key] = GroupDrift("", hashes, "removed-group", len(group_pods))
+        elif any(h != desired[key] for h in h1):
+            drift[key] = GroupDrift(desired[key], hashes, "pod-hash", len(group_pods))
+        elif len(h1) != len(hashes):  # some pods carry no h1 hash: compare the specs
+            if compared is None:
+                try:
+                    compared = comparable_hashes(spec), comparable_hashes(desired_spec(plan))
+                except Exception as err:  # noqa: BLE001 - a live spec render would refuse must not stop the run
+                    raise _CannotHash(str(err)) from None
+            if compared[0].groups().get(key) != compared[1].groups().get(key):
+                drift[key] = GroupDrift(desired[key], hashes, "spec-hash", len(group_pods))
+    return drift, _to_hashes(source)
+
+
+def _conclude(d: Decision, plan: ClusterPlan, live: dict[str, Any], live_pods: list[dict[str, Any]]) -> Decision:
+    """Recreate what drifted; else in sync, unless the last recreate to this spec is unverified."""
     if d.drift:
         d.action = RECREATE_ACTION
         d.reason = "drifted: " + ", ".join(
@@ -232,14 +251,14 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
             f"{' -> ' + v.desired if v.desired else ''})"
             for k, v in sorted(d.drift.items())
         )
-    else:
-        d.action = IN_SYNC
-        d.reason = "every pod runs the desired template" if live_pods else "no pods to recreate"
-        unverified = unverified_recreate(live, plan)
-        if unverified and live_pods:
-            d.action = VERIFY
-            d.reason = (f"every pod runs the desired template, but the recreate to it ended {unverified}: "
-                        "not in sync until the cluster is seen ready")
+        return d
+    d.action = IN_SYNC
+    d.reason = "every pod runs the desired template" if live_pods else "no pods to recreate"
+    unverified = unverified_recreate(live, plan)
+    if unverified and live_pods:
+        d.action = VERIFY
+        d.reason = (f"every pod runs the desired template, but the recreate to it ended {unverified}: "
+                    "not in sync until the cluster is seen ready")
     return d
 
 
