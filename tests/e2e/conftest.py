@@ -76,17 +76,8 @@ def _e2e_binaries() -> None:
 
 
 def _plane(kuberay: str | None = None, run_job_pods: bool = False):
-    plane = controlplane.ControlPlane(kuberay=kuberay, run_job_pods=run_job_pods)
-    try:
-        plane.start()
-    except Exception:
-        print(plane.logs(tail=80), file=sys.stderr)
-        plane.cleanup()
-        raise
-    try:
+    with controlplane.running(kuberay=kuberay, run_job_pods=run_job_pods) as plane:
         yield plane
-    finally:
-        plane.cleanup()
 
 
 _default: controlplane.ControlPlane | None = None  # shared with tests/reliability (its conftest reads it)

@@ -51,6 +51,7 @@ ControlPlane API
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import ipaddress
 import json
@@ -60,13 +61,14 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import urllib.request
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import yaml
 
@@ -692,3 +694,20 @@ class ControlPlane:
 
 def unique_name(prefix: str = "e2e") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def running(**kwargs: Any) -> Iterator[ControlPlane]:
+    """A started control plane (``ControlPlane(**kwargs)``), cleaned up afterwards; when it
+    cannot start, its components' log tails go to stderr first."""
+    plane = ControlPlane(**kwargs)
+    try:
+        plane.start()
+    except Exception:
+        print(plane.logs(tail=80), file=sys.stderr)
+        plane.cleanup()
+        raise
+    try:
+        yield plane
+    finally:
+        plane.cleanup()

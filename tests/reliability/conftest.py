@@ -66,19 +66,12 @@ def control_plane(request: pytest.FixtureRequest) -> controlplane.ControlPlane:
     if shared is not None:
         yield shared
         return
-    plane = controlplane.ControlPlane()
-    try:
-        plane.start()
-    except Exception:
-        print(plane.logs(tail=80), file=sys.stderr)
-        plane.cleanup()
-        raise
-    _own_plane = plane
-    try:
-        yield plane
-    finally:
-        _own_plane = None
-        plane.cleanup()
+    with controlplane.running() as plane:
+        _own_plane = plane
+        try:
+            yield plane
+        finally:
+            _own_plane = None
 
 
 @pytest.fixture
