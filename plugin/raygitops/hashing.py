@@ -1,4 +1,4 @@
-"""Template hashes of scheme h1: one per RayCluster group (docs/design.md "Template hash").
+"""Template hashes (scheme h1, and h2 when rules leave template keys out): one per RayCluster group (docs/design.md "Template hash").
 
 The *pod-shaping spec* of a group is exactly the input of its hash: the group object minus
 its scaling and service keys, plus the cluster-level spec minus the groups and the keys that
@@ -7,8 +7,10 @@ never reach a pod.  The hook writes this spec back on resume, and the preview re
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +20,34 @@ from raygitops.errors import RaygitopsError
 SCHEME = "h1"
 HASH_ANNOTATION = "raygitops.dev/template-hash"
 HASHES_ANNOTATION = "raygitops.dev/template-hashes"
+# Pod-template label and annotation keys left out of the hash by default (raygitops.yaml
+# `hash.ignore` replaces the list): bookkeeping that changes with every chart release and
+# says nothing about what the pods run.  Shell-style patterns.
+DEFAULT_IGNORED_KEYS = ("helm.sh/chart", "chart", "heritage", "app.kubernetes.io/managed-by",
+                        "app.kubernetes.io/version")
+_HASH_RE = re.compile(r"(h1|h2\.[0-9a-f]{6})-[0-9a-f]{16}")
+
+
+@dataclass(frozen=True)
+class HashRules:
+    """What a hash leaves out beyond the fixed rules: template label/annotation keys.
+
+    A group hash whose template held none of them is exactly the h1 hash (so adding rules
+    changes no existing hash); one that dropped a key is tagged ``h2.<6 hex of the rules>``,
+    so hashes made under other rules never compare as equal or as different: the hook then
+    compares specs (docs/design.md "Template hash")."""
+
+    ignore: tuple[str, ...] = ()
+
+    def tag(self) -> str:
+        digest = hashlib.sha256(json.dumps(sorted(set(self.ignore))).encode()).hexdigest()[:6]
+        return f"h2.{digest}"
+
+    def ignored(self, key: Any) -> bool:
+        return isinstance(key, str) and any(fnmatch.fnmatchcase(key, pattern) for pattern in self.ignore)
+
+
+NO_RULES = HashRules()
 
 GROUP_EXCLUDED = frozenset(
     {
@@ -116,33 +146,58 @@ def pod_shaping_spec(spec: Any) -> PodShapingSpec:
     )
 
 
-def hash_group(cluster_part: dict[str, Any], group_part: dict[str, Any]) -> str:
-    """``h1-`` + 16 hex digits of SHA-256 over the canonical group + cluster input."""
+def _without_ignored(group_part: dict[str, Any], rules: HashRules) -> tuple[dict[str, Any], bool]:
+    """The group without the ignored template label/annotation keys; whether any was there."""
+    template = group_part.get("template")
+    meta = template.get("metadata") if isinstance(template, dict) else None
+    if not rules.ignore or not isinstance(meta, dict):
+        return group_part, False
+    kept_meta = dict(meta)
+    dropped = False
+    for field_name in ("labels", "annotations"):
+        values = meta.get(field_name)
+        if isinstance(values, dict) and any(rules.ignored(k) for k in values):
+            kept_meta[field_name] = {k: v for k, v in values.items() if not rules.ignored(k)}
+            dropped = True
+    if not dropped:
+        return group_part, False
+    return {**group_part, "template": {**template, "metadata": kept_meta}}, True
+
+
+def hash_group(cluster_part: dict[str, Any], group_part: dict[str, Any], rules: HashRules = NO_RULES) -> str:
+    """``h1-`` (or ``h2.<rules>-`` when the rules dropped a key) + 16 hex digits of SHA-256
+    over the canonical group + cluster input."""
+    group_part, dropped = _without_ignored(group_part, rules)
     digest = hashlib.sha256(canonical_bytes({"cluster": cluster_part, "group": group_part}))
-    return f"{SCHEME}-{digest.hexdigest()[:16]}"
+    return f"{rules.tag() if dropped else SCHEME}-{digest.hexdigest()[:16]}"
 
 
-def hash_spec(shaping: PodShapingSpec) -> GroupHashes:
-    """The h1 hashes of every group."""
+def hash_spec(shaping: PodShapingSpec, rules: HashRules = NO_RULES) -> GroupHashes:
+    """The hashes of every group."""
     return GroupHashes(
-        head=hash_group(shaping.cluster, shaping.head),
-        workers={name: hash_group(shaping.cluster, g) for name, g in shaping.workers.items()},
+        head=hash_group(shaping.cluster, shaping.head, rules),
+        workers={name: hash_group(shaping.cluster, g, rules) for name, g in shaping.workers.items()},
     )
 
 
-def hash_cluster(spec: Any) -> GroupHashes:
-    """The h1 hashes of a RayCluster ``spec``."""
-    return hash_spec(pod_shaping_spec(spec))
+def hash_cluster(spec: Any, rules: HashRules = NO_RULES) -> GroupHashes:
+    """The hashes of a RayCluster ``spec``."""
+    return hash_spec(pod_shaping_spec(spec), rules)
 
 
-def is_h1(value: Any) -> bool:
-    """Whether ``value`` is a hash of this scheme (anything else is never drift by itself)."""
-    return (
-        isinstance(value, str)
-        and len(value) == len(SCHEME) + 17
-        and value.startswith(SCHEME + "-")
-        and all(c in "0123456789abcdef" for c in value[len(SCHEME) + 1 :])
-    )
+def is_hash(value: Any) -> bool:
+    """Whether ``value`` is a raygitops template hash (anything else is never drift by itself)."""
+    return isinstance(value, str) and _HASH_RE.fullmatch(value) is not None
+
+
+def scheme_of(value: str) -> str:
+    """``h1`` or ``h2.<rules>``: hashes compare only within one."""
+    return value.rsplit("-", 1)[0]
+
+
+def digest_of(value: str) -> str:
+    """The 16 hex digits: equal for the same input whatever the tag."""
+    return value.rsplit("-", 1)[1]
 
 
 def stamp_group(group: dict[str, Any], value: str) -> None:

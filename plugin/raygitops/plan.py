@@ -6,6 +6,7 @@ desired pod-shaping spec.  Versioned JSON; the hook refuses a plan it does not u
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import hashlib
 import json
@@ -16,7 +17,7 @@ from typing import Any
 
 from raygitops import __version__, convert
 from raygitops.errors import RaygitopsError
-from raygitops.hashing import SCHEME, GroupHashes, PodShapingSpec
+from raygitops.hashing import NO_RULES, SCHEME, GroupHashes, HashRules, PodShapingSpec
 
 PLAN_API_VERSION = "raygitops.dev/v1"
 PLAN_KIND = "PresyncPlan"
@@ -35,6 +36,9 @@ class ClusterPlan:
     # The applied spec keeps ``upgradeStrategy.type: Recreate``: a KubeRay >= 1.6 operator
     # recreates the pods itself when its own spec hash changes (docs/kuberay-1.6.md).
     native: bool = False
+    # how ``hashes`` were made (the plan's hashIgnore; not written per cluster): the hook
+    # hashes a live spec with the same rules
+    rules: HashRules = field(default=NO_RULES, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -106,6 +110,8 @@ class Plan:
     clusters: list[ClusterPlan] = field(default_factory=list)
     settings: HookSettings = field(default_factory=HookSettings)
     app: str | None = None
+    # the template keys the desired hashes leave out (HashRules): the hook hashes live specs alike
+    hash_ignore: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -115,6 +121,7 @@ class Plan:
             "generatedBy": f"raygitops {__version__}",
             "app": self.app,
             "namespace": self.namespace,
+            "hashIgnore": list(self.hash_ignore),
             "settings": self.settings.to_json(),
             "clusters": [c.to_json() for c in self.clusters],
         }
@@ -136,11 +143,14 @@ class Plan:
                 "render and hook versions differ"
             )
         try:
+            ignore = tuple(convert.string_list(data.get("hashIgnore") or []))
+            rules = HashRules(ignore)
             return cls(
                 namespace=None if data["namespace"] is None else convert.namespace(data["namespace"]),
-                clusters=[ClusterPlan.from_json(c) for c in data.get("clusters") or []],
+                clusters=[dataclasses.replace(ClusterPlan.from_json(c), rules=rules) for c in data.get("clusters") or []],
                 settings=HookSettings.from_json(data.get("settings") or {}),
                 app=data.get("app"),
+                hash_ignore=ignore,
             )
         except (KeyError, TypeError, ValueError) as err:
             raise RaygitopsError(f"malformed plan: {type(err).__name__}: {err}") from None

@@ -14,6 +14,7 @@ from raygitops.errors import RaygitopsError, printable
 from raygitops.hashing import (
     HASHES_ANNOTATION,
     GroupHashes,
+    HashRules,
     PodShapingSpec,
     hash_spec,
     pod_shaping_spec,
@@ -142,7 +143,8 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings) ->
     elif "upgradeStrategy" in spec:
         _check_operator_knows_upgrade_strategy(settings.kuberay_version)
     warnings = _check_schema(spec, settings.kuberay_version) if settings.validate_schema else []
-    hashes = hash_spec(shaping)
+    rules = HashRules(tuple(settings.hash_ignore))
+    hashes = hash_spec(shaping, rules)
     _write_hashes(spec, hashes)
     # The plan carries the stamped templates: the hook's resume patch writes them, and pods
     # created right after it must already carry their hash.
@@ -156,6 +158,7 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings) ->
         suspend=spec.get("suspend") is True,
         owner=strategy.cluster_owner(obj),
         native=strategy.native_recreate(obj),
+        rules=rules,
     )
     return RenderedCluster(namespace, cluster.name, cluster, spec, f"{doc.path}:{doc.line}"), warnings
 
@@ -227,6 +230,7 @@ def render_documents(
             clusters=[c.plan for c in result.clusters if c.namespace == ns],
             settings=hook,
             app=app,
+            hash_ignore=tuple(settings.hash_ignore),
         )
         result.plans.append(plan)
         for hook_object in hook_resources(plan, settings):

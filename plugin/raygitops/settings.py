@@ -16,6 +16,7 @@ import yaml
 
 from raygitops import __version__, convert
 from raygitops.errors import RaygitopsError
+from raygitops.hashing import DEFAULT_IGNORED_KEYS
 from raygitops.plan import HookSettings
 from raygitops.yamlio import decode, library_error
 
@@ -54,6 +55,8 @@ class Settings:
     # Check RayClusters against the CRD schema (raygitops.crdschema); diff turns it off for the
     # base revision, which is what runs today whatever it holds.
     validate_schema: bool = True
+    # pod-template label/annotation keys (patterns) left out of the template hash
+    hash_ignore: list[str] = field(default_factory=lambda: list(DEFAULT_IGNORED_KEYS))
     # raygitops diff: names (globs) whose values are masked / shown beyond the default rule
     mask_names: list[str] = field(default_factory=list)
     unmask_names: list[str] = field(default_factory=list)
@@ -75,6 +78,7 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "hook_name_suffix": convert.boolean,
     "helm": convert.boolean,
     "validate_schema": convert.boolean,
+    "hash_ignore": convert.string_list,
     "mask_names": convert.string_list,
     "unmask_names": convert.string_list,
 }
@@ -82,10 +86,11 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
 _TOP_KEYS = {"values": "values_files", "namespace": "namespace", "exclude": "exclude",
              "keepUpgradeStrategy": "keep_upgrade_strategy", "kuberayVersion": "kuberay_version"}
 _PREVIEW_KEYS = {"mask": "mask_names", "unmask": "unmask_names"}
+_HASH_KEYS = {"ignore": "hash_ignore"}
 _HOOK_KEYS = {"image": "hook_image", "drainGraceSeconds": "drain_grace_seconds", "timeoutSeconds": "timeout_seconds",
               "maxParallel": "max_parallel", "waitReady": "wait_ready", "jobNameWithPlanHash": "hook_name_suffix"}
-# nested sections of the config file: `hook:` and `preview:`
-_SECTIONS = {"hook": _HOOK_KEYS, "preview": _PREVIEW_KEYS}
+# nested sections of the config file: `hook:`, `preview:` and `hash:`
+_SECTIONS = {"hook": _HOOK_KEYS, "preview": _PREVIEW_KEYS, "hash": _HASH_KEYS}
 # Argo CD parameter name -> Settings field; `values-files` and `values` handled apart.
 PARAMETERS = {"namespace": "namespace", "keep-upgrade-strategy": "keep_upgrade_strategy",
               "kuberay-version": "kuberay_version", "hook-image": "hook_image",

@@ -19,7 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raygitops.crddefaults import strip_defaults
-from raygitops.hashing import HASH_ANNOTATION, HASHES_ANNOTATION, GroupHashes, hash_cluster, is_h1
+from raygitops.hashing import (
+    HASH_ANNOTATION,
+    HASHES_ANNOTATION,
+    NO_RULES,
+    GroupHashes,
+    HashRules,
+    digest_of,
+    hash_cluster,
+    is_hash,
+    scheme_of,
+)
 from raygitops.native import HASH_ANNOTATION as NATIVE_HASH_ANNOTATION
 from raygitops.objmeta import annotations, labels, meta
 from raygitops.plan import ClusterPlan
@@ -121,9 +131,10 @@ def desired_spec(plan: ClusterPlan) -> dict[str, Any]:
     return spec
 
 
-def comparable_hashes(spec: dict[str, Any]) -> GroupHashes:
-    """h1 hashes of a spec after stripping the CRD defaults: what the fallback compares."""
-    return hash_cluster(strip_defaults(spec))
+def comparable_hashes(spec: dict[str, Any], rules: HashRules = NO_RULES) -> GroupHashes:
+    """Hashes of a spec after stripping the CRD defaults: what the fallback compares (their
+    digests: a spec without an ignored key hashes as h1, one with it as h2)."""
+    return hash_cluster(strip_defaults(spec), rules)
 
 
 def live_hashes_annotation(live: dict[str, Any]) -> dict[str, Any] | None:
@@ -225,19 +236,22 @@ def _group_drift(plan: ClusterPlan, spec: dict[str, Any], live_pods: list[dict[s
     for key, group_pods in sorted(by_group.items()):
         seen = Counter(annotations(p).get(HASH_ANNOTATION) or "" for p in group_pods)
         hashes = sorted(seen)
-        h1 = [h for h in hashes if is_h1(h)]
         source[key] = seen.most_common(1)[0][0] or _annotated(annotated, key)
         if key not in desired:
             drift[key] = GroupDrift("", hashes, "removed-group", len(group_pods))
-        elif any(h != desired[key] for h in h1):
+            continue
+        # only hashes made under the same rules compare (h1 with h1, h2.x with h2.x)
+        same = [h for h in hashes if is_hash(h) and scheme_of(h) == scheme_of(desired[key])]
+        if any(h != desired[key] for h in same):
             drift[key] = GroupDrift(desired[key], hashes, "pod-hash", len(group_pods))
-        elif len(h1) != len(hashes):  # some pods carry no h1 hash: compare the specs
+        elif len(same) != len(hashes):  # other pods carry no hash of these rules: compare the specs
             if compared is None:
                 try:
-                    compared = comparable_hashes(spec), comparable_hashes(desired_spec(plan))
+                    compared = comparable_hashes(spec, plan.rules), comparable_hashes(desired_spec(plan), plan.rules)
                 except Exception as err:  # noqa: BLE001 - a live spec render would refuse must not stop the run
                     raise _CannotHash(str(err)) from None
-            if compared[0].groups().get(key) != compared[1].groups().get(key):
+            live_h, desired_h = compared[0].groups().get(key), compared[1].groups().get(key)
+            if live_h is None or desired_h is None or digest_of(live_h) != digest_of(desired_h):
                 drift[key] = GroupDrift(desired[key], hashes, "spec-hash", len(group_pods))
     return drift, _to_hashes(source)
 

@@ -22,7 +22,7 @@ import jsonpatch
 import jsonpointer
 
 from raygitops.canonical import ANNOTATION_PREFIX
-from raygitops.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED
+from raygitops.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED, NO_RULES, HashRules
 
 MASK = "••••"
 ABSENT: Any = object()  # the field does not exist on that side
@@ -77,6 +77,7 @@ class FieldChange:
     masked: bool = False
     from_path: str | None = None  # "move" only
     same_value: bool = False  # pod-shaping field whose group hashes did not change
+    hash_ignored: bool = False  # a template label/annotation key the hash leaves out (hash.ignore)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"op": self.op, "path": self.path}
@@ -90,6 +91,8 @@ class FieldChange:
         out["group"] = self.group
         out["masked"] = self.masked
         out["sameValue"] = self.same_value
+        if self.hash_ignored:
+            out["hashIgnored"] = True
         return out
 
 
@@ -260,8 +263,17 @@ def _env_name(doc: Any, tokens: list[str]) -> Any:
     return entry.get("name") if isinstance(entry, dict) else None
 
 
-def field_changes(base: dict[str, Any], head: dict[str, Any], *,
-                  raycluster: bool = True, masking: Masking = DEFAULT_MASKING) -> list[FieldChange]:
+def hash_ignored_path(tokens: list[str], rules: HashRules) -> bool:
+    """A pod-template label or annotation whose key the template hash leaves out."""
+    if len(tokens) < 4 or tokens[0] != "spec":
+        return False
+    rest = tokens[2:] if tokens[1] == "headGroupSpec" else tokens[3:] if tokens[1] == "workerGroupSpecs" else []
+    return (len(rest) == 4 and rest[:2] == ["template", "metadata"] and rest[2] in ("labels", "annotations")
+            and rules.ignored(rest[3]))
+
+
+def field_changes(base: dict[str, Any], head: dict[str, Any], *, raycluster: bool = True,
+                  masking: Masking = DEFAULT_MASKING, rules: HashRules = NO_RULES) -> list[FieldChange]:
     """Every field that differs between two objects, sorted by path."""
     old_obj, new_obj = _prune(base, head)
     patch = jsonpatch.make_patch(old_obj, new_obj)
@@ -304,7 +316,8 @@ def field_changes(base: dict[str, Any], head: dict[str, Any], *,
             if not new_masked:
                 new_shown, new_masked = mask(tokens, new, masking, new_name)
         names = base_workers if op == "remove" else worker_names
-        shaping = raycluster and pod_shaping_path(tokens)
+        ignored = raycluster and hash_ignored_path(tokens, rules)
+        shaping = raycluster and pod_shaping_path(tokens) and not ignored
         if op == "move" and from_path is not None:
             shaping = shaping or (raycluster and pod_shaping_path(_tokens(from_path)))
         out.append(FieldChange(
@@ -316,6 +329,7 @@ def field_changes(base: dict[str, Any], head: dict[str, Any], *,
             group=_group_of(tokens, names) if raycluster else None,
             masked=old_masked or new_masked,
             from_path=from_path,
+            hash_ignored=ignored,
         ))
     # make_patch walks dict keys in set order (varies with PYTHONHASHSEED): sort for stable
     # reports.  Values were read in patch order above, so each stays right.

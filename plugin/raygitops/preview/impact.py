@@ -16,6 +16,7 @@ Classes, one per RayCluster matched by namespace/name:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -314,7 +315,8 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
     impact.groups = _group_changes(base, head)
     changed = impact.hashed_groups
     if base_obj != head_obj:
-        impact.changes = _mark_same_value(field_changes(base_obj, head_obj, masking=masking), plan_b.hashes,
+        impact.changes = _mark_same_value(field_changes(base_obj, head_obj, masking=masking, rules=plan_h.rules),
+                                          plan_b.hashes,
                                           plan_h.hashes)
     removed = [g for g in impact.groups if g.change == "removed"]
     added = [g for g in impact.groups if g.change == "added"]
@@ -411,8 +413,7 @@ def _mark_same_value(changes: list[FieldChange], old: GroupHashes,
             (c.group is not None and c.group in unchanged) or (c.group is None and all_same)
         )
         if same:
-            c = FieldChange(c.op, c.path, c.old, c.new, c.pod_shaping, c.group, c.masked,
-                            c.from_path, same_value=True)
+            c = dataclasses.replace(c, same_value=True)
         out.append(c)
     return out
 

@@ -72,6 +72,8 @@ def value(v: Any, limit: int = 80) -> str:
 
 
 def change_kind(c: FieldChange) -> str:
+    if c.hash_ignored:
+        return "not hashed (hash.ignore)"
     if c.same_value:
         return "same value"
     return "pod-shaping" if c.pod_shaping else "not pod-shaping"

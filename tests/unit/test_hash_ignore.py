@@ -1,0 +1,138 @@
+"""Label churn (issue #14): bookkeeping keys on pod templates (``helm.sh/chart`` …) are left out
+of the template hash, so a chart bump recreates nothing; the preview says the key changed and
+is not hashed; upgrading raygitops or changing the list recreates nothing by itself.
+
+A group whose template holds none of the keys keeps its h1 hash (every existing hash stays);
+one that held a key is hashed as ``h2.<6 hex of the list>``; pods whose hash was made under
+other rules are compared by spec (the hook's fallback), never by hash value.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from raygitops.hashing import DEFAULT_IGNORED_KEYS, NO_RULES, HashRules, hash_cluster, scheme_of
+from raygitops.plan import ClusterPlan, Plan
+from raygitops.hashing import pod_shaping_spec
+from raygitops.presync import drift
+
+from test_presync_fakes import NS, FakeKube, cluster_spec, stamped, with_crd_defaults
+
+DEFAULT = HashRules(DEFAULT_IGNORED_KEYS)
+
+
+def charted(spec: dict, chart: str = "raydemo-0.3.0", extra: dict | None = None) -> dict:
+    """The spec with Helm's bookkeeping labels on every pod template."""
+    spec = copy.deepcopy(spec)
+    for group in [spec["headGroupSpec"], *spec["workerGroupSpecs"]]:
+        group["template"].setdefault("metadata", {})["labels"] = {"helm.sh/chart": chart, "app": "ray",
+                                                                  **(extra or {})}
+    return spec
+
+
+def test_a_chart_bump_keeps_the_hash_and_other_groups_keep_h1() -> None:
+    plain = hash_cluster(cluster_spec(), DEFAULT)
+    assert plain == hash_cluster(cluster_spec(), NO_RULES)  # no ignored key: the h1 hash, unchanged
+    old, new = hash_cluster(charted(cluster_spec()), DEFAULT), hash_cluster(charted(cluster_spec(), "raydemo-0.4.0"), DEFAULT)
+    assert old == new and scheme_of(old.head) == DEFAULT.tag() and DEFAULT.tag().startswith("h2.")
+    # a label that is not bookkeeping is hashed; so is every key with an empty list
+    assert hash_cluster(charted(cluster_spec(), extra={"team": "b"}), DEFAULT) != old
+    assert hash_cluster(charted(cluster_spec()), NO_RULES) != hash_cluster(charted(cluster_spec(), "raydemo-0.4.0"), NO_RULES)
+    # patterns
+    rules = HashRules(("example.com/*",))
+    assert hash_cluster(charted(cluster_spec(), extra={"example.com/build": "1"}), rules) == \
+        hash_cluster(charted(cluster_spec(), extra={"example.com/build": "2"}), rules)
+
+
+def plan_for(spec: dict, rules: HashRules) -> ClusterPlan:
+    return ClusterPlan("demo", "Recreate", hash_cluster(spec, rules), pod_shaping_spec(spec), rules=rules)
+
+
+def live_with_pods(spec: dict, rules: HashRules) -> tuple[dict, list]:
+    """A cluster rendered under ``rules`` (its pods carry those hashes), as the API server keeps it."""
+    kube = FakeKube()
+    rendered = copy.deepcopy(spec)
+    hashes = hash_cluster(spec, rules)
+    for name, group in [("head", rendered["headGroupSpec"])] + [(g["groupName"], g) for g in rendered["workerGroupSpecs"]]:
+        group["template"].setdefault("metadata", {}).setdefault("annotations", {})["raygitops.dev/template-hash"] = \
+            hashes.head if name == "head" else hashes.workers[name]
+    live = kube.add_cluster("demo", with_crd_defaults(rendered), pods=False)
+    kube.create_pods(NS, "demo")
+    return live, kube.pods_of("demo")
+
+
+def test_upgrading_raygitops_recreates_nothing_and_a_chart_bump_neither() -> None:
+    """Pods rendered by a raygitops that hashed the labels (h1 with them) against a plan of
+    today's rules: compared by spec, in sync; the chart bump too; an image change drifts."""
+    live, pods = live_with_pods(charted(cluster_spec()), NO_RULES)
+    assert drift.decide(NS, plan_for(charted(cluster_spec()), DEFAULT), live, pods).action == drift.IN_SYNC
+    bumped = drift.decide(NS, plan_for(charted(cluster_spec(), "raydemo-0.4.0"), DEFAULT), live, pods)
+    assert bumped.action == drift.IN_SYNC, bumped.reason
+    image = drift.decide(NS, plan_for(charted(cluster_spec(image="rayproject/ray:2.42.0"), "raydemo-0.4.0"), DEFAULT),
+                         live, pods)
+    assert image.action == drift.RECREATE_ACTION and {g.how for g in image.drift.values()} == {"spec-hash"}
+
+
+def test_same_rules_compare_by_pod_hash_and_changed_rules_by_spec() -> None:
+    live, pods = live_with_pods(charted(cluster_spec()), DEFAULT)
+    assert drift.decide(NS, plan_for(charted(cluster_spec(), "raydemo-0.9.9"), DEFAULT), live, pods).action == drift.IN_SYNC
+    image = drift.decide(NS, plan_for(charted(cluster_spec(image="x:2")), DEFAULT), live, pods)
+    assert {g.how for g in image.drift.values()} == {"pod-hash"}
+    other = HashRules((*DEFAULT_IGNORED_KEYS, "app"))  # the user extends the list: no recreate by itself
+    assert drift.decide(NS, plan_for(charted(cluster_spec()), other), live, pods).action == drift.IN_SYNC
+    # and back to hashing every key: the chart label is then a real difference only if it differs
+    assert drift.decide(NS, plan_for(charted(cluster_spec()), NO_RULES), live, pods).action == drift.IN_SYNC
+    assert drift.decide(NS, plan_for(charted(cluster_spec(), "raydemo-0.4.0"), NO_RULES), live, pods).action \
+        == drift.RECREATE_ACTION
+
+
+def test_the_plan_carries_the_rules_to_the_hook() -> None:
+    spec = charted(cluster_spec())
+    plan = Plan(namespace="ray", clusters=[plan_for(spec, DEFAULT)], hash_ignore=DEFAULT.ignore)
+    again = Plan.from_json(json.loads(plan.dumps()))
+    assert again.hash_ignore == DEFAULT.ignore and again.clusters[0].rules == DEFAULT
+    old = json.loads(plan.dumps())
+    del old["hashIgnore"]  # a plan of an earlier raygitops: no rules, the h1 scheme
+    assert Plan.from_json(old).clusters[0].rules == NO_RULES
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "raygitops", *args], capture_output=True, text=True, timeout=60, cwd=cwd)
+
+
+def write_app(root: Path, chart: str, config: str = "") -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    cluster = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+               "metadata": {"name": "demo", "namespace": "ray", "annotations": {"raygitops.dev/upgrade-strategy": "Recreate"}},
+               "spec": charted(cluster_spec(), chart)}
+    (root / "cluster.yaml").write_text(yaml.safe_dump(cluster))
+    (root / "raygitops.yaml").write_text(config)
+
+
+def test_the_preview_shows_the_bump_and_that_it_recreates_nothing(tmp_path: Path) -> None:
+    write_app(tmp_path / "base", "raydemo-0.3.0")
+    write_app(tmp_path / "head", "raydemo-0.4.0")
+    res = run("diff", "--base", "base", "--head", "head", "--format", "json", "--exit-code", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (cluster,) = json.loads(res.stdout)["clusters"]
+    assert cluster["class"] != "recreate"
+    changes = [c for c in cluster["changes"] if "helm.sh~1chart" in c["path"]]
+    assert len(changes) == 2 and all(c["hashIgnored"] and not c["podShaping"] for c in changes), changes
+    text = run("diff", "--base", "base", "--head", "head", cwd=tmp_path).stdout
+    assert "not hashed (hash.ignore)" in text, text
+
+
+def test_raygitops_yaml_replaces_the_list(tmp_path: Path) -> None:
+    write_app(tmp_path / "base", "raydemo-0.3.0", "hash:\n  ignore: []\n")
+    write_app(tmp_path / "head", "raydemo-0.4.0", "hash:\n  ignore: []\n")
+    res = run("diff", "--base", "base", "--head", "head", "--format", "json", "--exit-code", cwd=tmp_path)
+    assert res.returncode == 3 and json.loads(res.stdout)["clusters"][0]["class"] == "recreate"
+    write_app(tmp_path / "bad", "x", "hash:\n  ignore: 7\n")
+    bad = run("render", "bad", cwd=tmp_path)
+    assert bad.returncode == 1 and bad.stderr.startswith("raygitops: bad/raygitops.yaml:2: hash.ignore: "), bad.stderr
