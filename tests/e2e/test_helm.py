@@ -146,6 +146,9 @@ class Release(DemoCluster):
         return self.helm("upgrade", "--install", *self.args(image, node_selector, hook_timeout), "--timeout", "5m",
                          check=check)
 
+    def bump_chart(self, version: str) -> None:
+        (self.chart / "Chart.yaml").write_text(yaml.safe_dump({**CHART_YAML, "version": version}))
+
     def status(self) -> dict[str, Any]:
         return json.loads(self.helm("status", "demo", "-n", self.ns, "-o", "json").stdout)
 
@@ -214,6 +217,15 @@ def test_upgrade_runs_the_hook_and_recreates_in_the_release_namespace(release: R
                                          "-l", "app.kubernetes.io/managed-by=raygitops")["items"]
     assert default == []
     print(f"\nHelm 4: install {installed:.1f} s; upgrade with the image change, hook run and recreate: {upgraded:.1f} s")
+    # a chart release: the pod templates' helm.sh/chart label changes, and nothing is recreated
+    # (hash.ignore); the hook runs and says so
+    release.bump_chart("0.3.1")
+    release.upgrade(image=NEW)
+    assert release.hook_runs() == [0, 0, 0] and release.hook_report()["summary"]["recreated"] == 0
+    labels = release.cluster()["spec"]["headGroupSpec"]["template"]["metadata"]["labels"]
+    assert labels["helm.sh/chart"] == "raydemo-0.3.1" and desired_hashes(release.cluster()) == new
+    assert {p["metadata"]["uid"] for p in release.running(new)} == {p["metadata"]["uid"] for p in pods}
+    assert release.status()["version"] == 3
 
 
 def test_a_failed_hook_fails_the_upgrade_until_a_fixing_one(release: Release):
