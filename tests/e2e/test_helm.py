@@ -142,9 +142,11 @@ class Release(DemoCluster):
 
     def upgrade(self, image: str = OLD, node_selector: dict[str, str] | None = None, hook_timeout: int = 180,
                 check: bool = True) -> subprocess.CompletedProcess:
-        """`helm upgrade --install` as the docs show it (Helm's own timeout above the hook's)."""
+        """`helm upgrade --install` as the docs show it: Helm's own timeout above the hook's, and
+        --force-conflicts (the hook's resume patch owns spec.workerGroupSpecs, an atomic list,
+        as KubeRay's autoscaler does: Helm 4's server-side apply must take it back)."""
         return self.helm("upgrade", "--install", *self.args(image, node_selector, hook_timeout), "--timeout", "5m",
-                         check=check)
+                         "--force-conflicts", check=check)
 
     def bump_chart(self, version: str) -> None:
         (self.chart / "Chart.yaml").write_text(yaml.safe_dump({**CHART_YAML, "version": version}))
