@@ -84,6 +84,9 @@ def main() -> None:
 @click.option("--out", "out_dir", default=None, help="Write one file per object into DIR instead of stdout.")
 @click.option("--format", "-o", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
               help="A YAML stream, or one JSON v1/List.")
+@click.option("--template", "template_stdin", is_flag=True,
+              help="Template stdin with Jinja2 like a *.j2 file (values from --values); off: a helm or "
+                   "kustomize stream may hold {{ }} of its own.")
 @click.option("--plan-out", "plan_dir", default=None, metavar="DIR",
               help="Also write each namespace's hook plan to DIR/<namespace>.json (for `raygitops presync --plan`).")
 @click.option("--namespace", "-n", default=None, help="Namespace of objects that name none.")
@@ -110,14 +113,17 @@ def main() -> None:
                    "namespace left to Helm (the release namespace).")
 @guarded
 def render(path: str, values: tuple[str, ...], config: str | None, out_dir: str | None, fmt: str,
-           plan_dir: str | None, **overrides: Any) -> None:
+           template_stdin: bool, plan_dir: str | None, **overrides: Any) -> None:
     """Render an app (directory, file, or - for stdin) with template hashes and hooks."""
     from raygitops.output import json_list, write_out_dir, write_plans, yaml_stream
     from raygitops.pipeline import render_app
 
     if overrides.get("helm") and out_dir is not None:
         raise RaygitopsError("--helm renders Helm's post-renderer stream: it does not go with --out")
-    result = render_app(path, cli_values=list(values), config=config, overrides=overrides)
+    if template_stdin and path != "-":
+        raise RaygitopsError("--template is for stdin (-): files ending in .j2 are templated already")
+    result = render_app(path, cli_values=list(values), config=config, overrides=overrides,
+                        template_stdin=template_stdin)
     for warning in result.warnings:
         click.echo(f"raygitops: warning: {warning}", err=True)
         if helmplugin.under_helm_plugin():

@@ -64,15 +64,21 @@ def resolve_settings(
 
 def read_documents(
     path: str, settings: Settings, env: Mapping[str, str], cli_values: list[str],
-    stdin: Any = None,
+    stdin: Any = None, template_stdin: bool = False,
 ) -> list[Document]:
     """Parse the documents of a directory, one file, or stdin (``-``).  A single ``*.j2``
-    file is templated as in a directory (the values of ``--values``); values files given
-    are read, and refused when missing or broken, whatever the input."""
+    file is templated as in a directory (the values of ``--values``), and stdin when asked
+    (``--template``: a helm or kustomize stream may hold ``{{ }}`` of its own); values files
+    given are read, and refused when missing or broken, whatever the input."""
     if path == STDIN:
-        load_values([(Path(v), v) for v in cli_values], {}, None)
-        data = read_stdin(stdin or sys.stdin.buffer, "<stdin>")
-        return list(load_documents(decode(data, "<stdin>"), "<stdin>"))
+        values = load_values([(Path(v), v) for v in cli_values], settings.value_overrides, None)
+        text = decode(read_stdin(stdin or sys.stdin.buffer, "<stdin>"), "<stdin>")
+        if template_stdin:
+            from raygitops.templating import TemplateRenderer
+
+            # includes resolve inside the working directory, as they would inside an app
+            text = TemplateRenderer(Path.cwd().resolve(), template_context(values, env)).render_text(text, "<stdin>")
+        return list(load_documents(text, "<stdin>"))
     target = Path(path)
     if target.is_dir():
         return read_app(target, path, settings, env, cli_values)
@@ -96,11 +102,12 @@ def render_app(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     stdin: Any = None,
+    template_stdin: bool = False,
 ) -> RenderResult:
     """Render an app the way ``raygitops render`` does."""
     env = os.environ if env is None else env
     settings = resolve_settings(path, config, env, overrides or {})
-    documents = read_documents(path, settings, env, list(cli_values or []), stdin)
+    documents = read_documents(path, settings, env, list(cli_values or []), stdin, template_stdin)
     return render_documents(
         documents, settings, default_namespace(settings, env), app=env.get("ARGOCD_APP_NAME")
     )

@@ -181,12 +181,18 @@ class TemplateRenderer:
 
     def render(self, path: Path, display: str) -> str:
         """Render one template file (``path`` inside the root) to text."""
-        jinja2 = self._jinja2
         name = path.resolve().relative_to(self.root).as_posix()
-        filename = str(path.resolve())
+        return self._render(lambda: self.env.get_template(name), display, str(path.resolve()))
+
+    def render_text(self, text: str, display: str) -> str:
+        """Render a template given as text (stdin); includes resolve inside the root."""
+        return self._render(lambda: self.env.from_string(text), display, "<template>")
+
+    def _render(self, load: Any, display: str, filename: str) -> str:
+        jinja2 = self._jinja2
         try:
             with deadline(self._expires - time.monotonic()), memory_budget(TEMPLATE_MEMORY_BYTES):
-                template = self.env.get_template(name)
+                template = load()
                 chunks: list[str] = []
                 size = 0
                 for chunk in template.generate(self.context):

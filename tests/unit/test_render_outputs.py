@@ -225,3 +225,29 @@ def test_plan_out_writes_the_hooks_plan_for_presync_by_hand(tmp_path: Path) -> N
                           input="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
                           capture_output=True, text=True, timeout=60)
     assert none.returncode == 1 and none.stdout == "" and "no plan" in none.stderr
+
+
+def test_stdin_is_templated_only_when_asked(tmp_path: Path) -> None:
+    """`render - --template` templates the stream like a *.j2 file (values from --values,
+    includes inside the working directory); without it a stream's own {{ }} stays as it is
+    (a Helm chart's ConfigMap may carry Go templates)."""
+    values = tmp_path / "values.yaml"
+    values.write_text("name: abc\n")
+    stream = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: "{{ name }}-cm"}\ndata: {t: "{{ name }}"}\n'
+
+    def run(*args: str, text: str = stream) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "raygitops", "render", *args], input=text, cwd=tmp_path,
+                              capture_output=True, text=True, timeout=60)
+
+    templated = run("-", "--template", "--values", str(values))
+    assert templated.returncode == 0, templated.stderr
+    (cm,) = [d for d in yaml.safe_load_all(templated.stdout) if d]
+    assert cm["metadata"]["name"] == "abc-cm" and cm["data"]["t"] == "abc"
+    literal = run("-", text=stream.replace('"{{ name }}-cm"', "go-templates"))
+    assert literal.returncode == 0 and "{{ name }}" in literal.stdout
+    for text, message in (("{{ nope }}\n", "<stdin>:1: undefined template variable"),
+                          ("a: 1\n{% if %}\n", "<stdin>:2: template syntax error"),
+                          ('{% include "../outside.yaml" %}\n', "<stdin>:1: template not found")):
+        res = run("-", "--template", text=text)
+        assert res.returncode == 1 and res.stdout == "" and res.stderr.startswith(f"raygitops: {message}"), res.stderr
+    assert "--template is for stdin" in run(str(values), "--template").stderr
