@@ -136,3 +136,22 @@ def test_raygitops_yaml_replaces_the_list(tmp_path: Path) -> None:
     write_app(tmp_path / "bad", "x", "hash:\n  ignore: 7\n")
     bad = run("render", "bad", cwd=tmp_path)
     assert bad.returncode == 1 and bad.stderr.startswith("raygitops: bad/raygitops.yaml:2: hash.ignore: "), bad.stderr
+
+
+def test_a_chart_bump_between_two_commits_of_a_real_repository(tmp_path: Path) -> None:
+    """The same between two revisions of a Git repository (the pull-request case)."""
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.email=t@example.com", "-c", "user.name=t", *args], cwd=tmp_path,
+                       check=True, capture_output=True)
+
+    git("init", "-q", "-b", "main")
+    write_app(tmp_path / "app", "raydemo-0.3.0")
+    git("add", ".")
+    git("commit", "-qm", "chart 0.3.0")
+    git("checkout", "-qb", "bump")
+    write_app(tmp_path / "app", "raydemo-0.4.0")
+    git("commit", "-qam", "chart 0.4.0")
+    res = run("diff", "--base", "main", "--head", "bump", "app", "--format", "json", "--exit-code", cwd=tmp_path)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (cluster,) = json.loads(res.stdout)["clusters"]
+    assert cluster["class"] != "recreate" and any(c.get("hashIgnored") for c in cluster["changes"])
