@@ -18,12 +18,13 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugin"))
-from raygitops.crdschema import SCHEMAS, strip_schema  # noqa: E402
+from raygitops.crdschema import SCHEMAS, crd_spec_schema  # noqa: E402
 
 OUT = REPO / "plugin" / "raygitops" / "schemas"
 MODULE = "github.com/ray-project/kuberay/ray-operator"
@@ -44,10 +45,8 @@ def module_crd(version: str) -> Path:
     return Path(json.loads(res.stdout)["Dir"]) / CRD_IN_MODULE
 
 
-def spec_schema(crd_file: Path) -> dict:
-    crd = yaml.load(crd_file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    (v1,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
-    return strip_schema(v1["schema"]["openAPIV3Schema"]["properties"]["spec"])
+def spec_schema(crd_file: Path) -> Any:
+    return crd_spec_schema(yaml.load(crd_file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
 
 
 def packed(schema: dict) -> bytes:

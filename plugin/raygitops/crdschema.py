@@ -60,6 +60,13 @@ def strip_schema(schema: Any) -> Any:
     return out
 
 
+def crd_spec_schema(crd: dict[str, Any]) -> Any:
+    """The stripped schema of ``spec`` in a RayCluster CRD (its ``v1``), as the check reads it;
+    what scripts/make_crd_schemas.py ships and the tests compare with KubeRay's CRD files."""
+    (v1,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return strip_schema(v1["schema"]["openAPIV3Schema"]["properties"]["spec"])
+
+
 def schema_version(kuberay_version: str | None) -> tuple[str, bool]:
     """The shipped schema for a target KubeRay version, and whether it is the target's own."""
     shipped = sorted(SCHEMAS, key=version_tuple)

@@ -24,9 +24,7 @@ TARGET = {"kuberay_version": CORPUS_KUBERAY}  # the samples' own KubeRay
 
 def crd_spec_schema(crd: Path) -> dict:
     """The RayCluster spec schema of a CRD file, as render's checker reads it."""
-    doc = yaml.load(crd.read_text(), Loader=yaml.CSafeLoader)
-    (v1,) = [v for v in doc["spec"]["versions"] if v["name"] == "v1"]
-    return crdschema.strip_schema(v1["schema"]["openAPIV3Schema"]["properties"]["spec"])
+    return crdschema.crd_spec_schema(yaml.load(crd.read_text(), Loader=yaml.CSafeLoader))
 
 
 @pytest.fixture(scope="module", params=CRD_VERSIONS)
