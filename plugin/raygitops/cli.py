@@ -16,6 +16,7 @@ import click
 
 from raygitops import __version__, helmplugin
 from raygitops.clierrors import fail, guarded
+from raygitops.cliopts import app_path, values_option
 from raygitops.errors import RaygitopsError
 from raygitops.plan import HookSettings
 
@@ -78,8 +79,8 @@ def main() -> None:
 
 
 @click.command()
-@click.argument("path", default=".", metavar="[PATH|-]")
-@click.option("--values", "-f", "values", multiple=True, help="Values file for *.j2 templates (repeatable, later wins).")
+@app_path(default=".", metavar="PATH|-")
+@values_option()
 @click.option("--config", type=str, default=None, help="App config file (default: PATH/raygitops.yaml).")
 @click.option("--out", "out_dir", default=None, help="Write one file per object into DIR instead of stdout.")
 @click.option("--format", "-o", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
@@ -146,10 +147,10 @@ def version() -> None:
 
 
 @click.command("hash")
-@click.argument("path", metavar="FILE|-")
+@app_path(default=None, metavar="FILE|-")
 @click.option("--format", "-o", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
               help="A table, or JSON keyed by namespace/name.")
-@click.option("--values", "-f", "values", multiple=True, help="Values file for *.j2 templates.")
+@values_option()
 @guarded
 def hash_command(path: str, fmt: str, values: tuple[str, ...]) -> None:
     """Print the template hashes of each RayCluster group."""

@@ -60,3 +60,39 @@ def test_the_faces_do_not_import_the_cli_module() -> None:
     for face in ("presync", "preview", "status"):
         for source in (REPO / "plugin" / "raygitops" / face).glob("*.py"):
             assert not re.search(r"raygitops\.cli\b|from raygitops import cli\b", source.read_text()), source
+
+
+def test_short_flags_mean_one_thing_in_every_command() -> None:
+    """-f is the input path (kubectl's -f/--filename), -n the namespace, -o the format; no
+    command gives a short flag another meaning (values are --values only)."""
+    meaning = {"-f": "--filename", "-n": "--namespace", "-o": "--format"}
+    for name, command in commands().items():
+        for param in command.params:
+            if not isinstance(param, click.Option):
+                continue
+            for short, long in meaning.items():
+                if short in param.opts:
+                    assert long in param.opts or (name, param.name) == ("presync", "plan_paths"), (name, param.opts)
+            if param.name == "values":
+                assert param.opts == ["--values"], (name, param.opts)
+
+
+def test_filename_flag_is_the_path_argument(tmp_path: Path) -> None:
+    app = REPO / "examples" / "plain"
+    runner = CliRunner()
+    for command in (["render"], ["hash"]):
+        by_argument = runner.invoke(cli.main, [*command, str(app)])
+        for flag in ("-f", "--filename"):
+            by_flag = runner.invoke(cli.main, [*command, flag, str(app)])
+            assert by_flag.exit_code == 0 and by_flag.output == by_argument.output, (command, flag, by_flag.output)
+    both = runner.invoke(cli.main, ["render", str(app), "-f", str(app)])
+    assert both.exit_code == 2 and "one PATH|- only" in both.output
+    neither = runner.invoke(cli.main, ["hash"])
+    assert neither.exit_code == 2 and "missing FILE|-" in neither.output
+    diff = runner.invoke(cli.main, ["diff", "--base", str(app), "--head", str(app), "-f", ".", "-o", "json"])
+    assert diff.exit_code == 0 and '"clusters"' in diff.output, diff.output
+    # values are --values: -f never reads a values file
+    values = tmp_path / "values.yaml"
+    values.write_text("image: x\n")
+    as_values = runner.invoke(cli.main, ["render", str(app), "-f", str(values)])
+    assert as_values.exit_code == 2

@@ -53,3 +53,16 @@ def test_summary_and_formats() -> None:
     assert "| `ns/drifted` | drifted | drifted detail<br>warning: w\\|1 |" in md  # a pipe cannot split the row
     doc = json.loads(report.as_json("app", mixed))
     assert doc["summary"]["states"]["failed"] == 1 and doc["clusters"][0]["lastRecreate"]["outcome"] == "Failed"
+
+
+def test_json_reports_share_one_envelope() -> None:
+    """status and diff JSON start with the same schemaVersion + generator, and keep UTF-8."""
+    from raygitops import __version__
+    from raygitops.preview import report_apps
+
+    status_doc = report.as_json("app-é", [_status("in-sync")])
+    diff_doc = report_apps.render_json("root", [])
+    for text in (status_doc, diff_doc):
+        doc = json.loads(text)
+        assert list(doc)[:2] == ["schemaVersion", "generator"] and doc["generator"] == f"raygitops {__version__}"
+    assert '"app": "app-é"' in status_doc

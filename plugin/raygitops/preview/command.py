@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from raygitops.clierrors import guarded
+from raygitops.cliopts import app_path, values_option
 from raygitops.errors import RaygitopsError
 
 EXIT_RECREATE = 3
@@ -53,9 +54,8 @@ def use_color(stream: Any, choice: bool | None) -> bool:
               help="The merge target: a directory, or a git revision of PATH.")
 @click.option("--head", required=True, metavar="DIR|REV",
               help="The proposed change: a directory, or a git revision of PATH.")
-@click.argument("path", default=".", metavar="[PATH]")
-@click.option("--values", "-f", "values", multiple=True,
-              help="Values file for *.j2 templates, used on both sides (repeatable).")
+@app_path(default=".", metavar="PATH")
+@values_option("Values file for *.j2 templates, used on both sides (repeatable, later wins).")
 @click.option("--app", "app_globs", multiple=True, metavar="GLOB",
               help="Preview every app under PATH: directories matching GLOB (relative to PATH; "
                    "repeatable), besides those holding a raygitops.yaml.")

@@ -3,10 +3,9 @@ summary over them.  The JSON has one entry per app, each in the single-app shape
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from raygitops import __version__
+from raygitops import jsondoc
 from raygitops.preview import report_json, report_markdown, report_text
 from raygitops.preview.impact import Report
 from raygitops.preview.wording import plural
@@ -28,10 +27,10 @@ def summary(root: str, reports: list[AppReport]) -> str:
 
 
 def render_json(root: str, reports: list[AppReport]) -> str:
-    doc = {"schemaVersion": report_json.SCHEMA_VERSION, "generator": f"raygitops {__version__}", "root": root,
-           "verdict": worst(reports), "summary": {"text": summary(root, reports), "apps": len(reports)},
-           "apps": [dict(report_json.to_json(r, b, h), app=h.path) for r, b, h in reports]}
-    return json.dumps(doc, indent=2, ensure_ascii=False, default=str) + "\n"
+    return jsondoc.dumps(jsondoc.document(
+        report_json.SCHEMA_VERSION, root=root, verdict=worst(reports),
+        summary={"text": summary(root, reports), "apps": len(reports)},
+        apps=[dict(report_json.to_json(r, b, h), app=h.path) for r, b, h in reports]))
 
 
 def render_markdown(root: str, reports: list[AppReport]) -> str:

@@ -6,10 +6,9 @@ added within a version.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from raygitops import __version__
+from raygitops import jsondoc
 from raygitops.preview.impact import CLASSES, Report
 from raygitops.preview.wording import verdict
 
@@ -17,23 +16,21 @@ SCHEMA_VERSION = 1
 
 
 def to_json(report: Report, base: Any, head: Any) -> dict[str, Any]:
-    return {
-        "schemaVersion": SCHEMA_VERSION,
-        "generator": f"raygitops {__version__}",
-        "base": base.to_json(),
-        "head": head.to_json(),
-        "verdict": report.verdict,
-        "summary": {
+    return jsondoc.document(
+        SCHEMA_VERSION,
+        base=base.to_json(),
+        head=head.to_json(),
+        verdict=report.verdict,
+        summary={
             "text": verdict(report),
             "clusters": {klass: report.count(klass) for klass in CLASSES},
             "pods": {klass: report.pods(klass).to_json() for klass in CLASSES},
         },
-        "clusters": [c.to_json() for c in report.clusters],
-        "otherObjects": [k.to_json() for k in report.others],
-        "notes": list(report.notes),
-    }
+        clusters=[c.to_json() for c in report.clusters],
+        otherObjects=[k.to_json() for k in report.others],
+        notes=list(report.notes),
+    )
 
 
 def render(report: Report, base: Any, head: Any) -> str:
-    return json.dumps(to_json(report, base, head), indent=2, ensure_ascii=False,
-                      default=str) + "\n"
+    return jsondoc.dumps(to_json(report, base, head))

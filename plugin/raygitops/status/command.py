@@ -13,14 +13,15 @@ from typing import Any
 import click
 
 from raygitops.clierrors import guarded
+from raygitops.cliopts import app_path, values_option
 from raygitops.errors import RaygitopsError
 
 EXIT_NOT_IN_SYNC = 3
 
 
 @click.command()
-@click.argument("path", default=".", metavar="[APP]")
-@click.option("--values", "-f", "values", multiple=True, help="Values file for *.j2 templates (repeatable).")
+@app_path(default=".", metavar="APP")
+@values_option()
 @click.option("--kubeconfig", default=None, help="Kubeconfig file (default: $KUBECONFIG / ~/.kube/config).")
 @click.option("--context", default=None, help="Kubeconfig context.")
 @click.option("--format", "-o", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True,
@@ -33,7 +34,8 @@ def status(path: str, values: tuple[str, ...], kubeconfig: str | None, context: 
            **overrides: Any) -> None:
     """Compare the app at APP (as render renders it) with the live cluster, per RayCluster."""
     from raygitops.pipeline import render_app
-    from raygitops.presync.kubeapi import ApiError, Kube, load_credentials
+    from raygitops.presync.credentials import load_credentials
+    from raygitops.presync.kubeapi import ApiError, Kube
     from raygitops.status import report
     from raygitops.status.live import statuses
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 
-from raygitops import __version__
+from raygitops import jsondoc
 from raygitops.status.assess import IN_SYNC, STATES, ClusterStatus
 
 SCHEMA_VERSION = 1
@@ -52,9 +51,7 @@ def markdown(app: str, statuses: list[ClusterStatus]) -> str:
 
 
 def as_json(app: str, statuses: list[ClusterStatus]) -> str:
-    doc = {
-        "schemaVersion": SCHEMA_VERSION, "generator": f"raygitops {__version__}", "app": app,
-        "summary": {"text": summary(statuses), "states": {st: sum(s.state == st for s in statuses) for st in STATES}},
-        "clusters": [s.to_json() for s in statuses],
-    }
-    return json.dumps(doc, indent=2, sort_keys=False) + "\n"
+    return jsondoc.dumps(jsondoc.document(
+        SCHEMA_VERSION, app=app,
+        summary={"text": summary(statuses), "states": {st: sum(s.state == st for s in statuses) for st in STATES}},
+        clusters=[s.to_json() for s in statuses]))
