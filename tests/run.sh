@@ -31,7 +31,7 @@ status=0
 python -m pytest "$@" || status=$?
 
 # Benchmarks' quick modes: tripwires for large regressions, not timings (docs/performance.md).
-for bench in bench_render bench_diff; do
+for bench in bench_render bench_diff bench_hook_start; do
   echo "tests/run.sh: tests/bench/$bench.py --quick"
   python "tests/bench/$bench.py" --quick || status=1
 done

@@ -43,7 +43,8 @@ import controlplane  # noqa: E402
 
 from raygitops.hashing import HASH_ANNOTATION, HASHES_ANNOTATION, hash_cluster, pod_shaping_spec  # noqa: E402
 from raygitops.plan import ClusterPlan, HookSettings, Plan  # noqa: E402
-from raygitops.presync.kubeapi import Kube, load_credentials  # noqa: E402
+from raygitops.presync.credentials import load_credentials  # noqa: E402
+from raygitops.presync.kubeapi import Kube  # noqa: E402
 
 LATENCY_TARGET = 0.5
 

@@ -17,11 +17,9 @@ Exit status 1 when a figure misses (its tripwire in quick mode).
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import statistics
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -30,8 +28,8 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from appgen import write_app  # noqa: E402
 from sharedpaths import corpus_files  # noqa: E402
-from measure import (Figure, doc_table, interleaved, machine, peak_rss_bytes, process_seconds,  # noqa: E402
-                     report, timed, write_doc_section)
+from measure import (Figure, arguments, doc_table, interleaved, machine, peak_rss_bytes,  # noqa: E402
+                     process_seconds, raygitops_command, report, timed, write_doc_section)
 
 from raygitops.output import yaml_stream  # noqa: E402
 from raygitops.pipeline import render_app  # noqa: E402
@@ -55,12 +53,6 @@ def render_in_process(app: Path) -> None:
     yaml_stream(render_app(str(app), env={}).objects)
 
 
-def render_command() -> list[str]:
-    """The installed console script (the real interpreter, not a shim), else `-m`."""
-    script = Path(sysconfig.get_path("scripts")) / "raygitops"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "raygitops"]
-
-
 def throughput(work: Path, clusters: int, repeats: int) -> Figure:
     app = write_app(work / f"big-{clusters}", clusters=clusters, others=clusters)
     subject, floor = interleaved(timed(lambda: render_in_process(app)), timed(lambda: libyaml_floor(app)), repeats)
@@ -70,7 +62,7 @@ def throughput(work: Path, clusters: int, repeats: int) -> Figure:
 
 def start_up(work: Path, repeats: int) -> Figure:
     app = write_app(work / "small", clusters=1, others=0)
-    subject, floor = interleaved(process_seconds([*render_command(), "render", str(app)]),
+    subject, floor = interleaved(process_seconds([*raygitops_command(), "render", str(app)]),
                                  process_seconds([sys.executable, "-c", "import yaml, jinja2"]), repeats)
     return Figure("`raygitops render` one-cluster app (process)", 1.5, subject, floor,
                   floor_name="`python -c 'import yaml, jinja2'`")
@@ -106,12 +98,8 @@ def scale_curve(work: Path, sizes: list[int]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small sizes; fail only above 1.5x a target")
-    ap.add_argument("--repeats", type=int, default=None)
-    ap.add_argument("--write-docs", action="store_true", help="rewrite docs/performance.md (full mode)")
-    args = ap.parse_args()
-    repeats = args.repeats or (5 if args.quick else 9)
+    args = arguments(__doc__, quick_repeats=5, full_repeats=9)
+    repeats = args.repeats
     work = Path(tempfile.mkdtemp(prefix="raygitops-bench-"))
     try:
         figures = [throughput(work, 100 if args.quick else 1000, repeats),

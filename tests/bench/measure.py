@@ -10,6 +10,7 @@ benchmark's section of docs/performance.md.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import platform
@@ -17,6 +18,7 @@ import re
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -137,6 +139,23 @@ def peak_rss_bytes(*args: str) -> int:
     if not text.strip().isdigit():
         raise BenchmarkError(f"no peak RSS reported by raygitops {' '.join(args)}")
     return int(text) * 1024
+
+
+def arguments(doc: str | None, quick_repeats: int, full_repeats: int) -> argparse.Namespace:
+    """The modes every benchmark takes: ``--quick``, ``--repeats N``, ``--write-docs``."""
+    ap = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small sizes; fail only above 1.5x a target")
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--write-docs", action="store_true", help="rewrite docs/performance.md (full mode)")
+    args = ap.parse_args()
+    args.repeats = args.repeats or (quick_repeats if args.quick else full_repeats)
+    return args
+
+
+def raygitops_command() -> list[str]:
+    """The installed console script (the real interpreter, not a shim), else `-m`."""
+    script = Path(sysconfig.get_path("scripts")) / "raygitops"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "raygitops"]
 
 
 def machine() -> str:

@@ -11,7 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from raygitops.presync import kubeapi
-from raygitops.presync.kubeapi import ApiError, Conflict, Credentials, Gone, Kube
+from raygitops.presync.credentials import Credentials
+from raygitops.presync.kubeapi import ApiError, Conflict, Gone, Kube
 
 
 class Script:

@@ -31,7 +31,7 @@ FAILURE_MAX_CHARS = 1000
 
 
 @click.command()
-@click.option("--plan", "plan_paths", multiple=True, required=True, metavar="FILE",
+@click.option("--plan", "-f", "--filename", "plan_paths", multiple=True, required=True, metavar="FILE",
               help="Plan file (plan.json, or plan.json.gz beside it). Repeat for several namespaces.")
 @click.option("--kubeconfig", default=None, help="Kubeconfig file (default: in-cluster credentials in a pod, "
               "else $KUBECONFIG / ~/.kube/config).")
@@ -56,7 +56,8 @@ def presync(plan_paths: tuple[str, ...], kubeconfig: str | None, context: str | 
             timeout: int | None, drain_grace: int | None, max_parallel: int | None, wait_ready: bool | None,
             log_format: str, lease_seconds: int, namespace: str | None, job: str | None) -> None:
     """PreSync hook: recreate the pods of drifted, opted-in RayClusters."""
-    from raygitops.presync.kubeapi import ApiError, Kube, load_credentials, own_namespace
+    from raygitops.presync.credentials import load_credentials, own_namespace
+    from raygitops.presync.kubeapi import ApiError, Kube
     from raygitops.presync.logs import RUN, Log
     from raygitops.presync.run import RunOptions, run
 

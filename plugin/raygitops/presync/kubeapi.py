@@ -1,8 +1,6 @@
 """The ONLY module of the hook that talks to the API server.
 
-The ``kubernetes`` package is used for what it is good at and stable in: finding the
-credentials (in-cluster ServiceAccount, or a kubeconfig with contexts, exec plugins and
-token refresh).  Requests go through one urllib3 pool with plain JSON dicts in and out, so
+Credentials come from :mod:`raygitops.presync.credentials`.  Requests go through one urllib3 pool with plain JSON dicts in and out, so
 that the hook controls retries and watch streams and never pays for model deserialisation
 of a thousand pods.
 
@@ -15,18 +13,15 @@ summary reports it, the benchmark reads it.
 from __future__ import annotations
 
 import json
-import os
 import random
-import ssl
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any, Iterator
 from urllib.parse import quote, urlencode
 
 import urllib3
 
-from raygitops.errors import RaygitopsError
+from raygitops.presync.credentials import Credentials
 
 RAY_GROUP = "ray.io"
 RAY_VERSION = "v1"
@@ -97,57 +92,6 @@ def _retry_after(headers: Any, attempt: int) -> float:
         except ValueError:
             pass
     return backoff
-
-
-@dataclass
-class Credentials:
-    host: str
-    ssl_context: ssl.SSLContext | None
-    token: Any  # () -> str | None
-    verify: bool = True
-    proxy: str | None = None  # kubeconfig proxy-url
-    server_name: str | None = None  # kubeconfig tls-server-name: SNI and certificate check
-
-
-def own_namespace() -> str:
-    """The namespace of the pod this runs in (its ServiceAccount's, as a kubelet mounts it)."""
-    from kubernetes.config.incluster_config import SERVICE_TOKEN_FILENAME
-
-    path = os.path.join(os.path.dirname(SERVICE_TOKEN_FILENAME), "namespace")
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read().strip()
-    except OSError as err:
-        raise RaygitopsError(f"the plan leaves the namespace to the hook's own (rendered with --helm), "
-                             f"which it cannot read ({err.strerror}: {path}): give --namespace") from None
-
-
-def load_credentials(kubeconfig: str | None, context: str | None) -> Credentials:
-    """In-cluster credentials in a pod (no --kubeconfig/--context), else a kubeconfig."""
-    from kubernetes import client, config  # the hook alone pays for this import
-
-    cfg = client.Configuration()
-    try:
-        if os.environ.get("KUBERNETES_SERVICE_HOST") and not kubeconfig and not context:
-            config.load_incluster_config(client_configuration=cfg)
-        else:
-            config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg,
-                                    persist_config=False)
-    except Exception as err:  # noqa: BLE001 - any config problem is a user error
-        raise RaygitopsError(f"cannot load Kubernetes credentials: {err}".splitlines()[0]) from None
-
-    verify = bool(cfg.verify_ssl)
-    ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if verify else ssl._create_unverified_context()  # noqa: S323
-    if cfg.cert_file:
-        ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
-
-    def token() -> str | None:
-        # exec plugins and tokenFile: the loader's refresh hook runs here when it must
-        return cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
-
-    return Credentials(host=cfg.host.rstrip("/"), ssl_context=ctx, token=token, verify=verify,
-                       proxy=getattr(cfg, "proxy", None) or None,
-                       server_name=getattr(cfg, "tls_server_name", None) or None)
 
 
 class Kube:
