@@ -31,7 +31,14 @@ status=0
 python -m pytest "$@" || status=$?
 
 # Benchmarks' quick modes: tripwires for large regressions, not timings (docs/performance.md).
-for bench in bench_render bench_diff bench_hook_start; do
+# bench_presync runs on the control plane built above (without Go it is said and left out).
+benches=(bench_render bench_diff bench_hook_start)
+if [ "${RAYGITOPS_REQUIRE_E2E:-}" = 1 ]; then
+  benches+=(bench_presync)
+else
+  echo "tests/run.sh: no control plane (no Go): tests/bench/bench_presync.py left out"
+fi
+for bench in "${benches[@]}"; do
   echo "tests/run.sh: tests/bench/$bench.py --quick"
   python "tests/bench/$bench.py" --quick || status=1
 done

@@ -31,13 +31,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from podenv import PodEnvUnavailable, pod_env, service_account_files, wrapper  # noqa: E402
 from measure import (BenchmarkError, Figure, arguments, doc_table, interleaved, machine,  # noqa: E402
                      raygitops_command, report, write_doc_section)
 
-SA_DIR = "/run/secrets/kubernetes.io/serviceaccount"  # /var/run is /run
-# Inside the private mount namespace: a tmpfs on /run holding the ServiceAccount files.
-POD_WRAPPER = ('mount -t tmpfs raygitops-bench /run && mkdir -p "$SA" && cp "$SRC"/token "$SRC"/ca.crt '
-               '"$SRC"/namespace "$SA"/ && exec "$@"')
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -94,20 +91,14 @@ def certificate(work: Path) -> tuple[Path, Path]:
 
 
 def in_a_pod(work: Path, probe: FirstRequest, cert: Path, plan: Path, repeats: int) -> Figure:
-    if os.geteuid() != 0 or not shutil.which("unshare"):
-        raise BenchmarkError("the in-pod figure needs root and unshare(1) for a private /run "
-                             "(the ServiceAccount files live at the kubelet's fixed path)")
-    sa = work / "sa"
-    sa.mkdir()
-    (sa / "token").write_text("bench-token")
-    shutil.copy(cert, sa / "ca.crt")
-    (sa / "namespace").write_text("bench")
-    wrapper = ["unshare", "-m", "--propagation", "private", "sh", "-c", POD_WRAPPER, "sh"]
-    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
-    env.update(SA=SA_DIR, SRC=str(sa), KUBERNETES_SERVICE_HOST="127.0.0.1", KUBERNETES_SERVICE_PORT=str(probe.port))
-    hook = [*wrapper, *raygitops_command(), "presync", "--plan", str(plan), "--dry-run"]
-    floor = [*wrapper, sys.executable, "-c", "import urllib3, yaml"]
-    bare = [*wrapper, "true"]
+    try:
+        prefix = wrapper()
+    except PodEnvUnavailable as err:
+        raise BenchmarkError(str(err)) from None
+    env = pod_env(service_account_files(work / "sa", "bench-token", cert, "bench"), "127.0.0.1", probe.port)
+    hook = [*prefix, *raygitops_command(), "presync", "--plan", str(plan), "--dry-run"]
+    floor = [*prefix, sys.executable, "-c", "import urllib3, yaml"]
+    bare = [*prefix, "true"]
     subject, floors = [], []
     for i in range(1 + repeats):  # one warm-up round; the wrapper's own cost is taken off both
         overhead = process(bare, env)

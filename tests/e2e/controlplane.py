@@ -618,9 +618,12 @@ class ControlPlane:
 
     # --- API helpers
 
+    def kubectl_argv(self) -> list[str]:
+        """kubectl for this plane (run it with ``self.env``)."""
+        return [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}", f"--cache-dir={self.env['KUBECACHEDIR']}"]
+
     def kubectl(self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-        argv = [str(self.bin_dir / "kubectl"), f"--kubeconfig={self.kubeconfig}",
-                f"--cache-dir={self.env['KUBECACHEDIR']}", *args]
+        argv = [*self.kubectl_argv(), *args]
         res = subprocess.run(argv, input=input, capture_output=True, text=True, env=self.env, timeout=timeout)
         if check and res.returncode != 0:
             raise KubectlError(res.returncode, argv, res.stdout, res.stderr)
