@@ -88,64 +88,102 @@ def _shown(value: Any) -> str:
     return _NAMES.get(type(value), type(value).__name__)
 
 
-def _type_ok(value: Any, schema: dict[str, Any]) -> bool:
-    if schema.get("x-kubernetes-int-or-string"):
-        return isinstance(value, (int, str)) and not isinstance(value, bool)
-    expected = schema.get("type")
-    if expected is None:
-        return True
-    if isinstance(value, bool) and expected in ("integer", "number"):
-        return False
-    return isinstance(value, _TYPES.get(expected, (object,)))
-
-
 UNKNOWN = "unknown field"
+
+
+class _Node:
+    """One schema node, read once into what the walk asks of every value (render checks every
+    node of every RayCluster: a dict lookup per keyword per value added up)."""
+
+    __slots__ = ("types", "no_bool", "expected", "enum", "props", "extra", "closed", "required", "items", "leaf")
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        if schema.get("x-kubernetes-int-or-string"):
+            self.types: tuple[type, ...] | None = (int, str)
+            self.expected = "integer or string"
+        else:
+            self.expected = schema.get("type")
+            self.types = None if self.expected is None else _TYPES.get(self.expected, (object,))
+        self.no_bool = self.expected in ("integer", "number", "integer or string")
+        self.enum = schema.get("enum")
+        props = schema.get("properties")
+        self.props = None if props is None else {name: _Node(child) for name, child in props.items()}
+        extra = schema.get("additionalProperties")
+        self.extra = _Node(extra) if isinstance(extra, dict) else None
+        self.closed = props is not None and not schema.get("x-kubernetes-preserve-unknown-fields")
+        # a required field with a default is filled in by the API server before it validates
+        self.required = tuple(name for name in schema.get("required", ())
+                              if "default" not in (props or {}).get(name, {}))
+        items = schema.get("items")
+        self.items = _Node(items) if isinstance(items, dict) else None
+        # a scalar that passes the type check has nothing more to check
+        self.leaf = self.enum is None and self.expected not in ("object", "array", None)
+
+    def accepts(self, value: Any) -> bool:
+        return self.types is None or (isinstance(value, self.types) and not (self.no_bool and value.__class__ is bool))
+
+
+_COMPILED: dict[int, tuple[dict[str, Any], _Node]] = {}
+
+
+def _compiled(schema: dict[str, Any]) -> _Node:
+    """The schema's nodes, read once per schema object (the shipped ones live for the process)."""
+    hit = _COMPILED.get(id(schema))
+    if hit is None or hit[0] is not schema:
+        hit = _COMPILED[id(schema)] = (schema, _Node(schema))
+    return hit[1]
 
 
 def problems(value: Any, schema: dict[str, Any], path: str) -> list[str]:
     """Every ``path: message`` where ``value`` breaks ``schema``, in document order."""
     found: list[str] = []
-    _walk(value, schema, [path], found)
+    _walk(value, _compiled(schema), [path], found)
     return found
 
 
-def _walk(value: Any, schema: dict[str, Any], parts: list[str], found: list[str]) -> None:
-    """:func:`problems` without a new list or path string per node (render checks every
-    node of every RayCluster): ``parts`` is the path as a stack, joined on a problem only."""
+def _where(parts: list[Any]) -> str:
+    """The path of the stack ``parts``: the root's text, then mapping keys and list indexes
+    (an index is a 1-tuple: a mapping key may be an int, never a tuple)."""
+    return parts[0] + "".join(f"[{p[0]}]" if isinstance(p, tuple) else f".{p}" for p in parts[1:])
+
+
+def _walk(value: Any, node: _Node, parts: list[Any], found: list[str]) -> None:
+    """:func:`problems` without a new path string per node: ``parts`` is the path as a stack,
+    made text on a problem only."""
     if value is None:
         return
-    if not _type_ok(value, schema):
-        expected = "integer or string" if schema.get("x-kubernetes-int-or-string") else schema["type"]
-        found.append(f"{''.join(parts)}: expected {expected}, got {_shown(value)}")
+    if not node.accepts(value):
+        found.append(f"{_where(parts)}: expected {node.expected}, got {_shown(value)}")
         return
-    if "enum" in schema and value not in schema["enum"]:
-        found.append(f"{''.join(parts)}: {value!r} is not one of {', '.join(map(str, schema['enum']))}")
+    if node.enum is not None and value not in node.enum:
+        found.append(f"{_where(parts)}: {value!r} is not one of {', '.join(map(str, node.enum))}")
     if isinstance(value, dict):
-        props = schema.get("properties")
-        extra = schema.get("additionalProperties")
+        props, extra = node.props, node.extra
         for key, child in value.items():
-            child_schema = props.get(key) if props is not None else None
-            if child_schema is None and isinstance(extra, dict):
-                child_schema = extra
-            parts.append(f".{key}")
-            if child_schema is not None:
-                _walk(child, child_schema, parts, found)
-            elif props is not None and not schema.get("x-kubernetes-preserve-unknown-fields"):
-                close = difflib.get_close_matches(str(key), list(props), n=1, cutoff=0.6)
-                hint = f" (did you mean {close[0]}?)" if close else ""
-                found.append(f"{''.join(parts)}: {UNKNOWN}{hint}")
-            parts.pop()
-        # a required field with a default is filled in by the API server before it validates
-        for name in schema.get("required", ()):
-            if value.get(name) is None and "default" not in (props or {}).get(name, {}):
-                found.append(f"{''.join(parts)}.{name}: required field missing")
-    elif isinstance(value, list):
-        items = schema.get("items")
-        if isinstance(items, dict):
-            for index, item in enumerate(value):
-                parts.append(f"[{index}]")
-                _walk(item, items, parts, found)
+            child_node = props.get(key) if props is not None else None
+            if child_node is None:
+                child_node = extra
+            if child_node is not None:
+                if child is None or (child_node.leaf and child_node.accepts(child)):
+                    continue
+                parts.append(key)
+                _walk(child, child_node, parts, found)
                 parts.pop()
+            elif node.closed:
+                close = difflib.get_close_matches(str(key), list(props or ()), n=1, cutoff=0.6)
+                hint = f" (did you mean {close[0]}?)" if close else ""
+                found.append(f"{_where([*parts, key])}: {UNKNOWN}{hint}")
+        for name in node.required:
+            if value.get(name) is None:
+                found.append(f"{_where(parts)}.{name}: required field missing")
+    elif isinstance(value, list) and node.items is not None:
+        items = node.items
+        for index, item in enumerate(value):
+            if item is None or (items.leaf and items.accepts(item)):
+                continue
+            parts.append((index,))
+            _walk(item, items, parts, found)
+            parts.pop()
 
 
 @dataclass(frozen=True)

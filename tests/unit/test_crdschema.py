@@ -159,3 +159,12 @@ def test_every_corpus_sample_is_checked_against_its_own_kuberay(corpus: list[Pat
             refused_for_16.append(sample.name)
     assert refused_for_16 == ["ray-cluster.autoscaler-v2-overwrite-cmd.yaml", "ray-cluster.mtls.yaml"], refused_for_16
     assert CORPUS.name.endswith(CORPUS_KUBERAY)
+
+
+def test_paths_name_int_keys_and_list_indexes_apart() -> None:
+    """A mapping key that is an int is `.1`, a list index `[1]` (the walk keeps them apart)."""
+    schema = {"type": "object", "properties": {
+        "m": {"type": "object", "additionalProperties": {"type": "string"}},
+        "l": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "integer"}}}}}}
+    assert crdschema.problems({"m": {1: 2}, "l": [{"a": 1}, {"a": "x"}]}, schema, "spec") == [
+        "spec.m.1: expected string, got integer", "spec.l[1].a: expected integer, got string"]
