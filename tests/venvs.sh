@@ -68,6 +68,19 @@ venv_lowest() {
   echo "$dir"
 }
 
+# venv_plot: print the path of a venv with requirements/plot.txt (tests/bench/plot_curves.py).
+venv_plot() {
+  local dir
+  dir=$venv_cache/plot-$(_fingerprint requirements/plot.txt)
+  if [[ ! -f $dir/.complete ]]; then
+    echo "tests/bench: creating $dir from requirements/plot.txt" >&2
+    _new_venv "$dir" &&
+      "$dir/bin/pip" install "${pip_quiet[@]}" --no-deps -r requirements/plot.txt >&2 &&
+      touch "$dir/.complete" || return 1
+  fi
+  echo "$dir"
+}
+
 # versions_besides_lock VENV: "name version (lock: version)" for each package that differs
 versions_besides_lock() {
   "$1/bin/python" - requirements/test.txt <<'PY'

@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import controlplane  # noqa: E402
 from measure import (BenchmarkError, Figure, arguments, doc_table, interleaved, machine,  # noqa: E402
-                     process_seconds, raygitops_command, report, write_doc_section)
+                     process_seconds, raygitops_command, report, write_curve, write_doc_section)
 from podenv import PodEnvUnavailable, pod_env, service_account_files, wrapper  # noqa: E402
 
 from raygitops.hashing import HASH_ANNOTATION, HASHES_ANNOTATION, hash_cluster, pod_shaping_spec  # noqa: E402
@@ -275,18 +275,19 @@ def no_drift(plane: Any, hook: Hook, tmp: Path, clusters: int, pods: int, repeat
 
 
 def scale_curve(plane: Any, hook: Hook, tmp: Path, sizes: list[int], pods: int) -> str:
-    rows = ["| clusters | pods | API requests | hook wall (process, s) | `kubectl get -A` (s) |",
-            "|---|---|---|---|---|"]
+    rows = []
     for n in sizes:
         layout = populate(plane, f"curve{n}", n, pods)
         paths = plans(tmp, layout, spec(OLD, pods - 1, None))
         runs = [hook.run(paths) for _ in range(3)]
         kubectl = statistics.median(process_seconds([*plane.kubectl_argv(), "get", "rayclusters,pods", "-A",
                                                      "-o", "json"], env=plane.env)() for _ in range(3))
-        rows.append(f"| {n:,} | {n * pods:,} | {runs[0][0]['apiRequests']} | "
-                    f"{statistics.median(r[1] for r in runs):.3f} | {kubectl:.3f} |")
+        rows.append({"clusters": n, "pods": n * pods, "requests": runs[0][0]["apiRequests"],
+                     "seconds": statistics.median(r[1] for r in runs), "kubectlSeconds": kubectl})
         forget(plane, layout)
-    return "\n".join(rows)
+    return write_curve("presync", [("clusters", "clusters"), ("pods", "pods"), ("requests", "API requests"),
+                                   ("seconds", "hook wall (process, s)"), ("kubectlSeconds", "`kubectl get -A` (s)")],
+                       rows)
 
 
 # ----------------------------------------------------------------------------- recreate

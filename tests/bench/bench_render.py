@@ -29,7 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from appgen import write_app  # noqa: E402
 from sharedpaths import corpus_files  # noqa: E402
 from measure import (Figure, arguments, doc_table, interleaved, machine, peak_rss_bytes,  # noqa: E402
-                     process_seconds, raygitops_command, report, timed, write_doc_section)
+                     process_seconds, raygitops_command, report, timed, write_curve,
+                     write_doc_section)
 
 from raygitops.output import yaml_stream  # noqa: E402
 from raygitops.pipeline import render_app  # noqa: E402
@@ -85,16 +86,16 @@ def memory(work: Path, megabytes: float, repeats: int, today: float) -> Figure:
 
 
 def scale_curve(work: Path, sizes: list[int]) -> str:
-    rows = ["| clusters | input | render (in-process, s) | s per 1,000 clusters | peak RSS (process) |",
-            "|---|---|---|---|---|"]
+    rows = []
     for n in sizes:
         app = write_app(work / f"curve-{n}", clusters=n, others=0)
         seconds = statistics.median(timed(lambda: render_in_process(app))() for _ in range(3))
-        rss = peak_rss_bytes("render", str(app))
-        rows.append(f"| {n:,} | {app_bytes(app) / MIB:.2f} MiB | {seconds:.3f} | {seconds / n * 1000:.3f} | "
-                    f"{rss / MIB:.0f} MiB |")
+        rows.append({"clusters": n, "inputMiB": app_bytes(app) / MIB, "seconds": seconds,
+                     "secondsPer1000": seconds / n * 1000, "peakRssMiB": peak_rss_bytes("render", str(app)) / MIB})
         shutil.rmtree(app)
-    return "\n".join(rows)
+    return write_curve("render", [("clusters", "clusters"), ("inputMiB", "input (MiB)"),
+                                  ("seconds", "render (in-process, s)"), ("secondsPer1000", "s per 1,000 clusters"),
+                                  ("peakRssMiB", "peak RSS (process, MiB)")], rows)
 
 
 def main() -> int:

@@ -11,6 +11,7 @@ benchmark's section of docs/performance.md.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -180,6 +181,26 @@ def doc_table(figures: list[Figure]) -> str:
         rows.append(f"| {f.name} | ≤ {f.target}× | {f.ratio:.2f}× {'✓' if f.ok(False) else '✗'} | "
                     f"{lo:.2f}–{hi:.2f} (n={len(f.ratios)}) | {floor} | {f.notes} |")
     return "\n".join(rows)
+
+
+CURVES = REPO / "docs" / "perf"
+
+
+def write_curve(name: str, columns: list[tuple[str, str]], rows: list[dict[str, float]]) -> str:
+    """Keep a scale curve as data (docs/perf/NAME.json, which tests/bench/plot_curves.py
+    draws) and return it as a Markdown table; ``columns`` are (key, heading)."""
+    CURVES.mkdir(exist_ok=True)
+    (CURVES / f"{name}.json").write_text(json.dumps({"machine": machine(), "rows": rows}, indent=1) + "\n")
+    lines = ["| " + " | ".join(h for _, h in columns) + " |", "|" + "---|" * len(columns)]
+    for row in rows:
+        lines.append("| " + " | ".join(_cell(row[k]) for k, _ in columns) + " |")
+    return "\n".join(lines)
+
+
+def _cell(value: float) -> str:
+    if float(value).is_integer():
+        return f"{int(value):,}"
+    return f"{value:.3f}" if value < 10 else f"{value:,.1f}"
 
 
 def write_doc_section(name: str, body: str) -> None:
