@@ -56,6 +56,11 @@ fi
 # The build reaches PyPI through the host network and trusts the host's CA bundle (mounted
 # read-only for the RUN steps only: nothing of it stays in the image).
 start=$SECONDS
+# A build killed mid-way leaves buildah's working containers behind (podman lists them with
+# --external); they hold their images, so the prune below would fail. No other build runs
+# beside this one (the suite builds once), so every such container is a leftover.
+podman ps --all --external --format '{{.ID}} {{.Names}}' |
+  awk '$2 ~ /-working-container$/ {print $1}' | xargs -r podman rm --force >/dev/null
 podman build --quiet --pull=never --network=host \
   --volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
   --build-arg "PYTHON_IMAGE=$base" --tag "$image" . >/dev/null
