@@ -10,6 +10,7 @@ plugins and auth providers with token refresh, proxies, TLS server names.
 
 from __future__ import annotations
 
+import inspect
 import os
 import ssl
 import threading
@@ -116,9 +117,15 @@ def kubeconfig_credentials(kubeconfig: str | None, context: str | None) -> Crede
     if cfg.cert_file:
         ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
 
-    def token() -> str | None:
-        # exec plugins and tokenFile: the loader's refresh hook runs here when it must
-        return cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
+    # kubernetes >= 30 files the loader's token under "BearerToken" with the alias
+    # "authorization"; older releases (the lowest supported, 29) under "authorization" alone.
+    if "alias" in inspect.signature(cfg.get_api_key_with_prefix).parameters:
+        def token() -> str | None:
+            # exec plugins and tokenFile: the loader's refresh hook runs here when it must
+            return cfg.get_api_key_with_prefix("BearerToken", alias="authorization")
+    else:
+        def token() -> str | None:
+            return cfg.get_api_key_with_prefix("authorization")
 
     return Credentials(host=cfg.host.rstrip("/"), ssl_context=ctx, token=token, verify=verify,
                        proxy=getattr(cfg, "proxy", None) or None,
