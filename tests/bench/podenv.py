@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
+# the files a kubelet projects (token, ca.crt, namespace): the image tests write them too
+from imagerun import write_service_account as service_account_files  # noqa: E402,F401
 
 SA_DIR = "/run/secrets/kubernetes.io/serviceaccount"
 _SCRIPT = ('mount -t tmpfs raygitops-bench /run && mkdir -p "$SA" && cp "$SRC"/token "$SRC"/ca.crt '
@@ -35,11 +40,3 @@ def pod_env(files: Path, host: str, port: int | str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
     env.update(SA=SA_DIR, SRC=str(files), KUBERNETES_SERVICE_HOST=host, KUBERNETES_SERVICE_PORT=str(port))
     return env
-
-
-def service_account_files(directory: Path, token: str, ca_file: str | Path, namespace: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "token").write_text(token)
-    shutil.copy(ca_file, directory / "ca.crt")
-    (directory / "namespace").write_text(namespace)
-    return directory
