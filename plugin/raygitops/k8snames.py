@@ -216,7 +216,20 @@ def metadata_problem(group: str, kind: str, meta: dict[str, Any]) -> str | None:
         problem = dns1123_label(namespace) if isinstance(namespace, str) else "is not a string"
         if problem:
             return f"metadata.namespace {shown(namespace)} {problem}"
-    return _labels_and_annotations(meta, "metadata")
+    return _owner_references_problem(meta.get("ownerReferences")) or _labels_and_annotations(meta, "metadata")
+
+
+def _owner_references_problem(refs: Any) -> str | None:
+    """The API server takes ``ownerReferences`` only as a list of mappings (and raygitops
+    reads each one's ``kind`` to tell a RayJob's or RayService's cluster from a standalone one)."""
+    if refs is None:
+        return None
+    if not isinstance(refs, list):
+        return f"metadata.ownerReferences is {type(refs).__name__} {shown(refs)}, not a list"
+    for index, ref in enumerate(refs):
+        if not isinstance(ref, dict):
+            return f"metadata.ownerReferences[{index}] is {type(ref).__name__} {shown(ref)}, not a mapping"
+    return None
 
 
 def _labels_and_annotations(meta: dict[str, Any], where: str) -> str | None:

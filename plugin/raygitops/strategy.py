@@ -115,7 +115,8 @@ def move_strategy_to_annotation(obj: dict[str, Any], strategy: str) -> None:
 
 def cluster_owner(obj: dict[str, Any]) -> str | None:
     """``Kind/name`` of the RayJob or RayService owning a RayCluster manifest, if any."""
-    for ref in meta(obj).get("ownerReferences") or []:
+    refs = meta(obj).get("ownerReferences")
+    for ref in refs if isinstance(refs, list) else []:  # a malformed one is refused by object_problem
         if isinstance(ref, dict) and ref.get("kind") in OWNER_KINDS:
             return f"{ref['kind']}/{ref.get('name', '')}"
     origin = labels(obj).get(ORIGIN_LABEL)

@@ -254,6 +254,10 @@ def _stdin_case(data: bytes) -> tuple:
        st.sampled_from([True, False]))
 @example(docs=[{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"\x85": None, "name": "a"}}],
          flow=False, unicode=True)  # found in CI: the input emitter's NEL, not render
+@example(docs=[{"apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "a", "ownerReferences": True},
+               "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": [
+                   {"name": "h", "image": "rayproject/ray:2.41.0"}]}}}}}],
+         flow=False, unicode=True)  # found in CI: a RayCluster's owner was looked up in a non-list
 def test_hypothesis_documents(docs: list[dict], flow, unicode) -> None:
     text = yaml.safe_dump_all(docs, default_flow_style=flow, allow_unicode=unicode, sort_keys=False)
     outcome, found = _stdin_case(text.encode("utf-8"))

@@ -106,6 +106,10 @@ INVALID_OBJECTS = [
                                       "    template:\n      metadata: {labels: {'bad label': x}}\n      spec:\n"
                                       "        containers: [{name: head", 1), 1,
                  r"spec.headGroupSpec.template.metadata.labels key 'bad label'", id="raycluster-pod-label"),
+    pytest.param(cluster("c", "  ownerReferences: true\n"), 1,
+                 "RayCluster metadata.ownerReferences is bool True, not a list", id="raycluster-owner-refs-bool"),
+    pytest.param(configmap("x", "  ownerReferences: [owner]\n"), 1,
+                 r"metadata.ownerReferences\[0\] is str 'owner', not a mapping", id="owner-ref-not-mapping"),
     pytest.param("apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: Cm-}\n", 1,
                  "metadata.generateName 'Cm-' is not a DNS-1123 subdomain", id="generate-name-upper"),
 ]
