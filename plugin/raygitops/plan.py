@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from raygitops import __version__, convert
+from raygitops import __version__, convert, strategy
 from raygitops.errors import RaygitopsError
 from raygitops.hashing import NO_RULES, SCHEME, GroupHashes, HashRules, PodShapingSpec
 
@@ -39,6 +39,8 @@ class ClusterPlan:
     # how ``hashes`` were made (the plan's hashIgnore; not written per cluster): the hook
     # hashes a live spec with the same rules
     rules: HashRules = field(default=NO_RULES, compare=False)
+    # ReplaceGroups only: how many pods of a changed group may be missing at once ("2", "25%")
+    max_unavailable: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -51,6 +53,8 @@ class ClusterPlan:
         }
         if self.native:  # absent otherwise: plans without it keep their digest
             data["nativeRecreate"] = True
+        if self.max_unavailable is not None:
+            data["maxUnavailable"] = self.max_unavailable
         return data
 
     @classmethod
@@ -63,7 +67,18 @@ class ClusterPlan:
             suspend=bool(data.get("suspend", False)),
             owner=data.get("owner"),
             native=data.get("nativeRecreate") is True,
+            max_unavailable=_max_unavailable(data),
         )
+
+
+def _max_unavailable(data: dict[str, Any]) -> str | None:
+    """A plan read back is held to render's bounds (a hand-edited plan is input too)."""
+    if data.get("maxUnavailable") is None:
+        return None
+    try:
+        return strategy.parse_max_unavailable(data["maxUnavailable"])
+    except ValueError as err:
+        raise ValueError(f"clusters[{data.get('name')}].maxUnavailable: {err}") from None
 
 
 @dataclass(frozen=True)

@@ -159,6 +159,7 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings) ->
         owner=strategy.cluster_owner(obj),
         native=strategy.native_recreate(obj),
         rules=rules,
+        max_unavailable=strategy.max_unavailable(obj, chosen),
     )
     return RenderedCluster(namespace, cluster.name, cluster, spec, f"{doc.path}:{doc.line}"), warnings
 
@@ -215,7 +216,7 @@ def render_documents(
     # A namespace gets the hook when a cluster opts in, or asks for the operator's own
     # Recreate: the hook then recreates nothing there but checks it will work (the arming
     # trap, a CRD that drops the field) and says so.
-    namespaces = sorted({c.namespace for c in result.clusters if c.plan.strategy == strategy.RECREATE or c.plan.native},
+    namespaces = sorted({c.namespace for c in result.clusters if strategy.opted_in(c.plan.strategy) or c.plan.native},
                         key=lambda ns: ns or "")
     if None in namespaces and len(namespaces) > 1:
         # Helm would put both hooks in the release namespace if it is one of the named ones,

@@ -6,15 +6,21 @@ Pure functions over one parsed object; they return decisions and never touch I/O
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Any
 
 from raygitops.errors import RaygitopsError, printable
 from raygitops.objmeta import annotations, labels, meta, set_annotation
 
 STRATEGY_ANNOTATION = "raygitops.dev/upgrade-strategy"
+MAX_UNAVAILABLE_ANNOTATION = "raygitops.dev/max-unavailable"
 RECREATE = "Recreate"
+REPLACE_GROUPS = "ReplaceGroups"  # only the changed worker groups' pods, in batches (docs/presync.md)
 NONE = "None"
-STRATEGIES = (RECREATE, NONE)
+STRATEGIES = (RECREATE, NONE)  # the values of KubeRay's own spec.upgradeStrategy.type
+ANNOTATION_STRATEGIES = (RECREATE, REPLACE_GROUPS, NONE)
+OPTED_IN = (RECREATE, REPLACE_GROUPS)  # the hook acts on the cluster
+DEFAULT_MAX_UNAVAILABLE = "100%"
 OWNER_KINDS = ("RayJob", "RayService")
 ORIGIN_LABEL = "ray.io/originated-from-crd"
 # Where RayJob and RayService embed a RayCluster spec.
@@ -47,11 +53,16 @@ def _spec_strategy(spec: Any) -> str | None:
     return value
 
 
-def _did_you_mean(value: Any) -> str:
+def opted_in(strategy: str) -> bool:
+    """Whether the hook acts on a cluster of this strategy (Recreate or ReplaceGroups)."""
+    return strategy in OPTED_IN
+
+
+def _did_you_mean(value: Any, choices: tuple[str, ...] = STRATEGIES) -> str:
     if not isinstance(value, str):
         return ""
-    match = [s for s in STRATEGIES if s.lower() == value.strip().lower()] or \
-        difflib.get_close_matches(value, STRATEGIES, n=1, cutoff=0.6)
+    match = [s for s in choices if s.lower() == value.strip().lower()] or \
+        difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
     return f" (did you mean {match[0]}?)" if match else ""
 
 
@@ -64,9 +75,10 @@ def cluster_strategy(obj: dict[str, Any], keep: bool = False) -> str:
     so ``raygitops.dev/upgrade-strategy: None`` leaves a natively recreated cluster to
     KubeRay.  Otherwise the field becomes the annotation and the two must agree."""
     annotation = annotations(obj).get(STRATEGY_ANNOTATION)
-    if annotation is not None and annotation not in STRATEGIES:
+    if annotation is not None and annotation not in ANNOTATION_STRATEGIES:
         raise RaygitopsError(
-            f"annotation {STRATEGY_ANNOTATION}={annotation!r} is not Recreate or None{_did_you_mean(annotation)}"
+            f"annotation {STRATEGY_ANNOTATION}={annotation!r} is not Recreate, ReplaceGroups or None"
+            f"{_did_you_mean(annotation, ANNOTATION_STRATEGIES)}"
         )
     field = _spec_strategy(obj.get("spec"))
     if annotation is not None and field is not None and annotation != field and not keep:
@@ -78,13 +90,51 @@ def cluster_strategy(obj: dict[str, Any], keep: bool = False) -> str:
     return annotation or field or NONE
 
 
+def parse_max_unavailable(value: Any) -> str:
+    """A ``max-unavailable`` value checked: a count of pods (``"2"``, at least 1) or a
+    percentage of the group's pods (``"25%"``, 1 to 100); raises ValueError otherwise."""
+    if not isinstance(value, str):
+        raise ValueError(f"is {type(value).__name__} {printable(repr(value))[:40]}, not a string (quote it)")
+    match = re.fullmatch(r"([0-9]{1,7})(%?)", value.strip())
+    number = int(match.group(1)) if match else 0
+    if match and number >= 1 and (not match.group(2) or number <= 100):
+        return f"{number}{match.group(2)}"
+    raise ValueError(f"{printable(repr(value))[:80]} is not a pod count (1, 2, ...) or a percentage (1% to 100%)")
+
+
+def resolve_max_unavailable(value: str, pods: int) -> int:
+    """How many of a group's ``pods`` may be missing at once: a count as it is, a percentage
+    of the pods rounded down (as a Deployment's maxUnavailable), never below one, so a
+    replacement always moves."""
+    count = pods * int(value[:-1]) // 100 if value.endswith("%") else int(value)
+    return max(1, count)
+
+
+def max_unavailable(obj: dict[str, Any], chosen: str) -> str | None:
+    """The cluster's ``raygitops.dev/max-unavailable`` under ReplaceGroups (default 100%);
+    None for the other strategies, where it is refused: it would silently do nothing."""
+    value = annotations(obj).get(MAX_UNAVAILABLE_ANNOTATION)
+    if chosen != REPLACE_GROUPS:
+        if value is not None:
+            raise RaygitopsError(f"annotation {MAX_UNAVAILABLE_ANNOTATION} applies only with "
+                                 f"{STRATEGY_ANNOTATION}: {REPLACE_GROUPS} (this cluster's strategy is {chosen})")
+        return None
+    if value is None:
+        return DEFAULT_MAX_UNAVAILABLE
+    try:
+        return parse_max_unavailable(value)
+    except ValueError as err:
+        raise RaygitopsError(f"annotation {MAX_UNAVAILABLE_ANNOTATION}: {err}") from None
+
+
 def native_recreate(obj: dict[str, Any]) -> bool:
     """Whether the manifest asks the KubeRay >= 1.6 operator itself to recreate the pods."""
     return _spec_strategy(obj.get("spec")) == RECREATE
 
 
 # The raygitops.dev/* keys a RayCluster manifest may carry (render writes the hash ones).
-KNOWN_ANNOTATIONS = (STRATEGY_ANNOTATION, "raygitops.dev/template-hash", "raygitops.dev/template-hashes")
+KNOWN_ANNOTATIONS = (STRATEGY_ANNOTATION, MAX_UNAVAILABLE_ANNOTATION, "raygitops.dev/template-hash",
+                     "raygitops.dev/template-hashes")
 
 
 def annotation_warnings(obj: dict[str, Any]) -> list[str]:
@@ -135,8 +185,9 @@ def check_embedded_opt_in(obj: dict[str, Any]) -> None:
         f"{kind} clusters are recreated by the {kind} itself; raygitops only recreates "
         "standalone RayClusters"
     )
-    if annotations(obj).get(STRATEGY_ANNOTATION) == RECREATE:
-        raise RaygitopsError(f"{STRATEGY_ANNOTATION}: Recreate is not allowed on a {kind}: {why}")
+    opt_in = annotations(obj).get(STRATEGY_ANNOTATION)
+    if opt_in in OPTED_IN:
+        raise RaygitopsError(f"{STRATEGY_ANNOTATION}: {opt_in} is not allowed on a {kind}: {why}")
     if _spec_strategy(embedded) == RECREATE:
         raise RaygitopsError(
             f"spec.{EMBEDDED_SPEC[kind]}.upgradeStrategy.type: Recreate is not allowed: {why}"

@@ -476,6 +476,34 @@ def catalog() -> list[Case]:
     for name, text in shapes.items():
         add(Case(f"shape-{name}", {"c.yaml": text}, expect="any", group="shapes"))
 
+    # --- ReplaceGroups and its max-unavailable bound (issue #22): refused with the file, or rendered
+    replace_groups = cluster().replace("upgrade-strategy: Recreate", "upgrade-strategy: ReplaceGroups")
+
+    def bound(value: str, text: str = replace_groups) -> str:
+        return text.replace("ReplaceGroups\n", f"ReplaceGroups\n    raygitops.dev/max-unavailable: {value}\n", 1)
+
+    for name, value in {"zero": "'0'", "zero-percent": "'0%'", "over-100": "'101%'", "negative": "'-1'",
+                        "fraction": "'1.5'", "int": "2", "bool": "true", "null": "null", "list": "['1']",
+                        "map": "{a: 1}", "unicode-digit": "'\u00b2'", "fullwidth": "'\uff12'",
+                        "huge": "'" + "9" * 5000 + "'", "newline": '"1\\n%"', "space-percent": "'25 %'",
+                        "exponent": "'1e3'", "nul": '"1\\0"', "hex": "'0x10'"}.items():
+        add(Case(f"max-unavailable-{name}", {"c.yaml": bound(value)}, message="c.yaml:1", group="replace-groups"))
+    add(Case("max-unavailable-without-replace-groups", {"c.yaml": bound("'2'").replace("ReplaceGroups", "Recreate")},
+             message="applies only with", group="replace-groups"))
+    add(Case("max-unavailable-valid-percent", {"c.yaml": bound("'25%'")}, expect="ok", group="replace-groups",
+             check=_ok_has_kind("RayCluster")))
+    add(Case("replace-groups-lowercase", {"c.yaml": replace_groups.replace("ReplaceGroups", "replacegroups")},
+             message="did you mean ReplaceGroups", group="replace-groups"))
+    add(Case("replace-groups-in-spec-field", {"c.yaml": cluster(opt_in=False).replace(
+        "  rayVersion:", "  upgradeStrategy: {type: ReplaceGroups}\n  rayVersion:")},
+        message="is not Recreate or None", group="replace-groups"))
+    add(Case("replace-groups-on-rayjob", {"c.yaml": "apiVersion: ray.io/v1\nkind: RayJob\nmetadata:\n  name: j\n"
+                                                    "  annotations:\n    raygitops.dev/upgrade-strategy: ReplaceGroups\n"
+                                                    "spec: {}\n"},
+             message="ReplaceGroups is not allowed on a RayJob", group="replace-groups"))
+    add(Case("owner-refs-bool", {"c.yaml": cluster().replace("metadata:\n", "metadata:\n  ownerReferences: true\n", 1)},
+             message="ownerReferences is bool True, not a list", group="shapes"))
+
     # --- paths, symlinks, traversal (the canary must never leak, nothing outside may be read)
     add(Case("symlink-manifest-outside", {"ok.yaml": CONFIGMAP}, links={"evil.yaml": "@outside/secret-cm.yaml"},
              message="outside the app", group="paths"))

@@ -215,8 +215,8 @@ def test_failure_reason_names_each_failed_or_deferred_cluster_in_one_line() -> N
     from raygitops.presync import cycle, drift
     from raygitops.presync.run import Report
 
-    decisions = [drift.Decision("ns", "a", drift.RECREATE, "drift"), drift.Decision("ns", "b", drift.FAIL, "403\nForbidden"),
-                 drift.Decision("ns", "c", drift.RECREATE, "drift"), drift.Decision("ns", "d", drift.IN_SYNC, "same")]
+    decisions = [drift.Decision("ns", "a", drift.RECREATE_ACTION, "drift"), drift.Decision("ns", "b", drift.FAIL, "403\nForbidden"),
+                 drift.Decision("ns", "c", drift.RECREATE_ACTION, "drift"), drift.Decision("ns", "d", drift.IN_SYNC, "same")]
     outcomes = {"ns/a": cycle.Outcome("ns", "a", cycle.FAILED, "new pods not ready after 40 s"),
                 "ns/c": cycle.Outcome("ns", "c", cycle.DEFERRED, "does not fit the time left")}
     report = Report(decisions=decisions, outcomes=outcomes)

@@ -9,6 +9,13 @@ run can finish a cycle another one started:
     (no lock) ─ACQUIRE→ locked ─SUSPEND→ suspended ─DRAIN (to 0 pods, then the resume
         write)→ resumed ─WAIT_READY (then the unlock write)→ (no lock, last-recreate written)
 
+ReplaceGroups (docs/presync.md) takes a shorter path on the same machinery; nothing is
+suspended:
+
+    (no lock) ─ACQUIRE (desired spec + lock ``replacing``, one write)→ replacing ─REPLACE
+        (delete stale pods of the changed groups in batches of max-unavailable, wait for
+        their replacements, then wait for readiness and the unlock write)→ (no lock)
+
 A lock held by someone else is waited for (WAIT) while its lease is being renewed, and taken
 over (TAKEOVER) once it is not.  On failure, a signal or a deadline after the suspend the
 cluster is resumed before the hook reports it: with the desired spec when the drain had
@@ -23,6 +30,7 @@ cycle instead of an endless loop); a stop request (SIGTERM/SIGINT) is seen withi
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -31,7 +39,7 @@ from typing import Any, Callable
 
 from raygitops import objmeta
 from raygitops.plan import ClusterPlan
-from raygitops.presync import drain, drift, events, patches
+from raygitops.presync import drain, drift, events, patches, replace
 from raygitops.presync.budget import Budget
 from raygitops.presync import lock as locks
 from raygitops.presync.kubeapi import ApiError, Conflict
@@ -45,12 +53,14 @@ TAKEOVER = "takeover"
 SUSPEND = "suspend"
 DRAIN = "drain"
 WAIT_READY = "wait-ready"
+REPLACE = "replace"
 
 # Steps after which self.live is the server's answer to our own write (no GET needed).
 ANSWERED_BY_OUR_WRITE = frozenset({ACQUIRE, TAKEOVER, SUSPEND, DRAIN, WAIT_READY})
 
 # Outcomes
 RECREATED = "recreated"
+REPLACED = "replaced"
 IN_SYNC = "in-sync"
 FAILED = "failed"
 SKIPPED = "skipped"
@@ -83,8 +93,10 @@ class SuspendUndone(Exception):
     """``spec.suspend`` was seen false again during the drain: suspend again (bounded)."""
 
 
-def next_step(live: dict[str, Any] | None, holder: str, unchanged_for: float = 0.0) -> str:
-    """What to do next with this RayCluster (pure)."""
+def next_step(live: dict[str, Any] | None, holder: str, unchanged_for: float = 0.0, replace: bool = False) -> str:
+    """What to do next with this RayCluster (pure); ``replace``: this run replaces worker
+    groups (a ``replacing`` lock it holds turns into a full cycle otherwise: nothing was
+    suspended, so the cycle can start from its suspend)."""
     if live is None:
         return GONE
     text = objmeta.annotations(live).get(locks.LOCK_ANNOTATION)
@@ -96,11 +108,25 @@ def next_step(live: dict[str, Any] | None, holder: str, unchanged_for: float = 0
     if lock.holder != holder:
         return TAKEOVER if lock.expired(unchanged_for) else WAIT
     suspended = (live.get("spec") or {}).get("suspend") is True
+    if lock.phase == locks.REPLACING:
+        return REPLACE if replace else SUSPEND
     if lock.phase == locks.LOCKED:
         return SUSPEND
     if lock.phase == locks.SUSPENDED:
         return DRAIN if suspended else SUSPEND
     return WAIT_READY
+
+
+def replace_plan(decision: drift.Decision) -> tuple[bool, tuple[str, ...]]:
+    """Whether the decision is a replacement, and of which (still existing) worker groups."""
+    groups = tuple(sorted(k.split(":", 1)[1] for k, v in decision.drift.items()
+                          if k.startswith("worker:") and v.how != "removed-group"))
+    return decision.action == drift.REPLACE_ACTION, groups
+
+
+def replace_lock(lock: locks.Lock, groups: tuple[str, ...], now: float) -> locks.Lock:
+    """The lock of a replacement: phase ``replacing``, recording the groups it replaces."""
+    return dataclasses.replace(lock.at(locks.REPLACING, now), groups=groups)
 
 
 def held_lock(live: dict[str, Any] | None) -> locks.Lock | None:
@@ -156,6 +182,11 @@ class Cycle:
         self.drain_zero_at: float | None = None
         self.suspend_writes = 0
         self.started: float | None = None  # time.monotonic() of our first write
+        # ReplaceGroups: the worker groups to replace, and the pods this run deleted per group
+        self.replace, self.groups = replace_plan(decision)
+        self.deleted: dict[str, int] = {}
+        self.removed_deleted = 0
+        self._progress = ""
         self._seen_lock: tuple[str | None, float] = (None, time.monotonic())
 
     # ------------------------------------------------------------------ helpers
@@ -226,7 +257,7 @@ class Cycle:
         start = time.monotonic()
         try:
             result, message = self._run()
-            if result == RECREATED and self.started is not None and self.opts.budget is not None:
+            if result in (RECREATED, REPLACED) and self.started is not None and self.opts.budget is not None:
                 self.opts.budget.record(time.monotonic() - self.started)
         except Exception as err:  # noqa: BLE001 - whatever broke, never leave the cluster suspended
             message = str(err) if isinstance(err, (CycleError, ApiError)) else f"{type(err).__name__}: {err}"
@@ -240,6 +271,9 @@ class Cycle:
     def _done(self) -> tuple[str, str]:
         if self.failure:
             return FAILED, self.failure
+        if self.replace:
+            return REPLACED, self._summary() + ("" if self.opts.wait_ready else
+                                                "; readiness not checked (--no-wait-ready)")
         how = "resumed a cluster suspended outside Git" if self.decision.outside_git else "recreated"
         return RECREATED, how + ("" if self.opts.wait_ready else "; readiness not checked (--no-wait-ready)")
 
@@ -249,6 +283,7 @@ class Cycle:
         steps: dict[str, Callable[[], tuple[str, str] | None]] = {
             GONE: self._gone, ACQUIRE: self._acquire_or_finish, WAIT: self._wait_other, TAKEOVER: self._takeover,
             SUSPEND: self._suspend, DRAIN: self._drain_and_resume, WAIT_READY: self._wait_ready_and_unlock,
+            REPLACE: self._replace_batch,
         }
         conflicts = 0
         fresh = False  # self.live is the answer to our last write: no need to GET again
@@ -256,7 +291,7 @@ class Cycle:
             self._check_stop()
             if not fresh:
                 self._get()
-            step = next_step(self.live, self.holder, self._unchanged_for())
+            step = next_step(self.live, self.holder, self._unchanged_for(), self.replace)
             try:
                 outcome = steps[step]()
             except SuspendUndone:
@@ -302,14 +337,18 @@ class Cycle:
         pods, _ = self.kube.list_pods(self.ns, f"{drift.CLUSTER_LABEL}={self.plan.name}")
         decision = drift.decide(self.ns, self.plan, self.live, pods)
         self.log.info(self.key, "check", f"re-checked after waiting: {decision.action}: {decision.reason}")
-        if decision.action == drift.RECREATE_ACTION:
+        if decision.action in drift.CYCLE_ACTIONS:
             self.decision = decision
+            self.replace, self.groups = replace_plan(decision)
             return True
         return False
 
     def _acquire(self) -> None:
         self._check_budget()
         lock = locks.new_lock(self.holder, self.target, self.decision.source, self.clock(), self.opts.lease_seconds)
+        if self.replace:
+            self._start_replacing(lock)
+            return
         self._patch(patches.lock_patch(self.live, lock))
         self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
         self.log.info(self.key, "lock", f"locked for a recreate: {self.decision.reason}", holder=self.holder)
@@ -336,12 +375,73 @@ class Cycle:
                 lock = lock.at(locks.SUSPENDED, now)
         else:
             lock = old.taken_over(self.holder, now, self.target)
+        if self.replace and lock.phase == locks.REPLACING:
+            self.groups = tuple(sorted(set(self.groups) | set(lock.groups)))
+            self._start_replacing(lock)
+            self.log.warn(self.key, "takeover", "took over a replacement whose holder stopped renewing its lock",
+                          previous=old.holder if old else "unreadable")
+            return
         self._patch(patches.lock_patch(self.live, lock))
         self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
         self.log.warn(self.key, "takeover", "took over the lock of a holder that stopped renewing it",
                       previous=old.holder if old else "unreadable", phase=lock.phase)
         if lock.target != self.target:
             self.recheck = True  # finish its cycle, then see whether ours is still needed
+
+    # ------------------------------------------------------------------ ReplaceGroups
+
+    def _start_replacing(self, lock: locks.Lock) -> None:
+        """One write: the desired spec (every template stamped with its desired hash, the
+        scaling fields kept from the live object) and the ``replacing`` lock; from here on
+        every pod the operator creates runs the new template."""
+        lock = replace_lock(lock, self.groups, self.clock())
+        if self.started is None:
+            self.started = time.monotonic()
+        self._patch(patches.resume_patch(self.live, self.plan, lock))
+        self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
+        kept = self._kept()
+        what = f"worker groups {', '.join(self.groups) or '(removed groups only)'}"
+        self.log.info(self.key, "replace", f"desired spec written; replacing the pods of {what} "
+                      f"(max unavailable {self.plan.max_unavailable}); {', '.join(kept)} kept")
+        self._event(events.STARTED, f"raygitops replaces the pods of {what} (head kept): {self.decision.reason}")
+
+    def _kept(self) -> list[str]:
+        return ["head"] + [f"group {g}" for g in sorted(self.plan.pod_spec.workers) if g not in self.groups]
+
+    def _summary(self) -> str:
+        return replace.summary(self.deleted, self.groups, self.removed_deleted,
+                               [g for g in self.plan.pod_spec.workers if g not in self.groups])
+
+    def _replace_batch(self) -> None:
+        """One turn: delete what :func:`~raygitops.presync.replace.next_batch` allows, then
+        wait a poll; when nothing is stale any more, wait for readiness and unlock."""
+        lock = self._my_lock()
+        pods, _ = self.kube.list_pods(self.ns, f"{drift.CLUSTER_LABEL}={self.plan.name}")
+        batch = replace.next_batch(self.plan, self.live, pods, lock.groups)
+        if batch.done:
+            self._wait_ready_and_unlock()
+            return
+        if self._left() <= 0:
+            self.failure = f"timed out replacing worker pods: {batch.describe()}"
+            self.log.error(self.key, "replace", self.failure)
+            self._unlock()
+            return
+        for pod in batch.delete:
+            name, group = objmeta.meta(pod).get("name", ""), (drift.group_key(pod) or ":").split(":", 1)[1]
+            if self.kube.delete_pod(self.ns, name, objmeta.meta(pod).get("uid")):
+                if group in self.groups or group in self.plan.pod_spec.workers:
+                    self.deleted[group] = self.deleted.get(group, 0) + 1
+                else:
+                    self.removed_deleted += 1
+                self.log.info(self.key, "replace", f"deleted pod {name} of group {group}")
+        progress = batch.describe()
+        if progress != self._progress:
+            self.log.info(self.key, "replace", f"waiting: {progress}")
+            self._progress = progress
+        if batch.delete:
+            test_pause("replacing", self.log, self.key)
+        self._sleep(POLL_SECONDS)
+        self._renew()
 
     def _suspend(self) -> None:
         lock = self._my_lock()
@@ -447,7 +547,8 @@ class Cycle:
     def _unlock(self) -> None:
         lock = self._my_lock()
         outcome = locks.FAILED if self.failure else locks.COMPLETED if self.opts.wait_ready else locks.UNVERIFIED
-        self._patch(patches.unlock_patch(self.live, locks.last_recreate(lock, self.clock(), outcome)))
+        summary = self._summary() if lock.phase == locks.REPLACING else None
+        self._patch(patches.unlock_patch(self.live, locks.last_recreate(lock, self.clock(), outcome, summary)))
         if lock.target != self.target:
             self.recheck = True
             self.log.info(self.key, "unlock", "finished another hook's cycle; checking ours")
@@ -456,8 +557,9 @@ class Cycle:
         if self.failure:
             self._event(events.FAILED, self.failure)
         else:
-            self.log.info(self.key, "unlock", "recreate completed")
-            self._event(events.COMPLETED, "raygitops recreated the pods with the desired templates")
+            self.log.info(self.key, "unlock", summary or "recreate completed")
+            self._event(events.COMPLETED, f"raygitops {summary}" if summary else
+                        "raygitops recreated the pods with the desired templates")
 
     # ------------------------------------------------------------------ failure
 

@@ -34,7 +34,7 @@ from raygitops.native import HASH_ANNOTATION as NATIVE_HASH_ANNOTATION
 from raygitops.objmeta import annotations, labels, meta
 from raygitops.plan import ClusterPlan
 from raygitops.presync import lock as locks
-from raygitops.strategy import RECREATE, cluster_owner
+from raygitops.strategy import REPLACE_GROUPS, cluster_owner, opted_in
 
 CLUSTER_LABEL = "ray.io/cluster"
 GROUP_LABEL = "ray.io/group"
@@ -44,6 +44,8 @@ HEAD_GROUP = "headgroup"
 SKIP = "skip"
 IN_SYNC = "in-sync"
 RECREATE_ACTION = "recreate"
+REPLACE_ACTION = "replace"  # ReplaceGroups, only worker groups drifted: replace their pods, keep the head
+CYCLE_ACTIONS = (RECREATE_ACTION, REPLACE_ACTION)
 RELEASE = "release"  # a lock on a cluster the plan wants suspended: drop the lock only
 VERIFY = "verify"  # pods run the desired template but the recreate to it was never verified ready
 FAIL = "fail"  # this cluster cannot be evaluated (its live spec, the API): reported, others go on
@@ -165,7 +167,7 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
     owner = plan.owner or cluster_owner(live)
     lock_text = annotations(live).get(locks.LOCK_ANNOTATION)
     if lock_text is not None:
-        return _decide_locked(d, plan, owner, lock_text, pods)
+        return _decide_locked(d, plan, owner, lock_text, live, pods)
     skipped = _not_recreated(plan, owner)
     if skipped:
         d.reason = skipped
@@ -187,17 +189,22 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
 
 
 def _decide_locked(d: Decision, plan: ClusterPlan, owner: str | None, lock_text: str,
-                   pods: list[dict[str, Any]]) -> Decision:
+                   live: dict[str, Any], pods: list[dict[str, Any]]) -> Decision:
     """A raygitops lock on the live cluster: an earlier run's cycle to finish, or to drop."""
     lock = locks.parse(lock_text)
     found = f"phase {lock.phase}, holder {lock.holder}" if lock else "unreadable"
     if plan.suspend:
         d.action, d.reason = RELEASE, "desired spec.suspend is true: dropping the raygitops lock only"
-    elif plan.strategy != RECREATE or owner:
+    elif not opted_in(plan.strategy) or owner:
         # Never a recreate here, whatever the annotations say: the lock is reported and
         # dropped, a cluster an earlier run suspended is resumed as it is.
         why = f"owned by {owner}" if owner else f"not opted in (strategy {plan.strategy})"
         d.action, d.reason = RELEASE, f"{why} but carries a raygitops lock ({found}): dropping it, deleting nothing"
+    elif lock is not None and lock.phase == locks.REPLACING and plan.strategy == REPLACE_GROUPS \
+            and not _head_drifted(d, plan, live, pods):
+        d.action = REPLACE_ACTION
+        d.reason = f"a replacement of worker groups is in progress ({found}): finishing it"
+        d.pods = sum(1 for p in pods if not terminating(p))
     else:
         d.action = RECREATE_ACTION
         d.reason = f"a recreate cycle is in progress ({found}): finishing it"
@@ -205,9 +212,21 @@ def _decide_locked(d: Decision, plan: ClusterPlan, owner: str | None, lock_text:
     return d
 
 
+def _head_drifted(d: Decision, plan: ClusterPlan, live: dict[str, Any], pods: list[dict[str, Any]]) -> bool:
+    """Whether the head group drifts (a replacement in progress then becomes a full cycle);
+    the groups that do go into ``d.drift``."""
+    spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
+    owned = [p for p in pods if not terminating(p) and owned_by(p, meta(live).get("uid"))]
+    try:
+        d.drift, d.source = _group_drift(plan, spec, owned, live_hashes_annotation(live) or {})
+    except _CannotHash:
+        return True
+    return "head" in d.drift
+
+
 def _not_recreated(plan: ClusterPlan, owner: str | None) -> str | None:
     """Why the hook leaves an unlocked cluster alone, if it does."""
-    if plan.strategy != RECREATE:
+    if not opted_in(plan.strategy):
         return NATIVE_ONLY if plan.native else f"not opted in (strategy {plan.strategy})"
     if plan.suspend:
         return "desired spec.suspend is true"
@@ -259,8 +278,9 @@ def _group_drift(plan: ClusterPlan, spec: dict[str, Any], live_pods: list[dict[s
 def _conclude(d: Decision, plan: ClusterPlan, live: dict[str, Any], live_pods: list[dict[str, Any]]) -> Decision:
     """Recreate what drifted; else in sync, unless the last recreate to this spec is unverified."""
     if d.drift:
-        d.action = RECREATE_ACTION
-        d.reason = "drifted: " + ", ".join(
+        replace = plan.strategy == REPLACE_GROUPS and "head" not in d.drift
+        d.action = REPLACE_ACTION if replace else RECREATE_ACTION
+        d.reason = ("worker groups drifted, head kept: " if replace else "drifted: ") + ", ".join(
             f"{k} ({v.how}{': ' + '/'.join(h or 'none' for h in v.live) if v.how == 'pod-hash' else ''}"
             f"{' -> ' + v.desired if v.desired else ''})"
             for k, v in sorted(d.drift.items())
@@ -306,7 +326,7 @@ def native_warnings(plan: ClusterPlan, live: dict[str, Any] | None, pods: list[d
         return []
     who = ("a change that only the operator's hash sees (serviceType, headServiceAnnotations, "
            "...) will not reach the pods until raygitops recreates them once"
-           if plan.strategy == RECREATE else
+           if opted_in(plan.strategy) else
            "this change will NOT reach the pods; opt in to raygitops for it "
            "(raygitops.dev/upgrade-strategy: Recreate) or delete the pods once")
     return [f"native Recreate is not armed: head pod {', '.join(sorted(unarmed))} carries no "

@@ -7,8 +7,10 @@ resourceVersion the writer read (optimistic concurrency): two hooks can never bo
 they hold it.  A holder renews ``renewedAt`` while it works; a lock another hook has seen
 unchanged for longer than its lease belongs to a dead holder and is taken over.
 
-Phases: ``locked`` (nothing changed yet) → ``suspended`` (spec.suspend true, pods draining)
-→ ``resumed`` (desired spec written, suspend false) → lock removed.
+Phases of the full cycle (Recreate): ``locked`` (nothing changed yet) → ``suspended``
+(spec.suspend true, pods draining) → ``resumed`` (desired spec written, suspend false) →
+lock removed.  ReplaceGroups has one: ``replacing`` (desired spec written with the lock, in
+one write; the changed groups' stale pods being deleted in batches) → lock removed.
 """
 
 from __future__ import annotations
@@ -24,11 +26,11 @@ from typing import Any
 # Defined with the other hook-owned names (render refuses them in its input).
 from raygitops.strategy import LAST_ANNOTATION, LOCK_ANNOTATION, OUTCOME_ANNOTATION  # noqa: F401 - re-exported
 
-LOCKED, SUSPENDED, RESUMED = "locked", "suspended", "resumed"
+LOCKED, SUSPENDED, RESUMED, REPLACING = "locked", "suspended", "resumed", "replacing"
 # Outcomes in the last-recreate record: only COMPLETED means "seen ready"; a later run waits
 # for readiness again after the others (docs/presync.md, "A failed recreate stays failed").
 COMPLETED, UNVERIFIED, FAILED = "Completed", "Unverified", "Failed"
-PHASES = (LOCKED, SUSPENDED, RESUMED)
+PHASES = (LOCKED, SUSPENDED, RESUMED, REPLACING)
 DEFAULT_LEASE_SECONDS = 60
 
 
@@ -62,6 +64,7 @@ class Lock:
     started_at: float
     lease_seconds: int = DEFAULT_LEASE_SECONDS
     source: dict[str, Any] | None = None
+    groups: tuple[str, ...] = ()  # replacing: the worker groups whose stale pods it replaces
 
     def to_annotation(self) -> str:
         doc = {
@@ -73,6 +76,8 @@ class Lock:
             "leaseSeconds": self.lease_seconds,
             "from": self.source,
         }
+        if self.groups:
+            doc["groups"] = list(self.groups)
         return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
     def expired(self, unchanged_for: float) -> bool:
@@ -89,8 +94,9 @@ class Lock:
         return replace(self, phase=phase, renewed_at=now)
 
     def taken_over(self, holder: str, now: float, target: dict[str, Any]) -> "Lock":
-        """The lock as its new holder writes it.  A cycle that already wrote a spec
-        (``resumed``) keeps its target; one that has not yet resumed adopts ours."""
+        """The lock as its new holder writes it.  A full cycle that already wrote a spec
+        (``resumed``) keeps its target; one that has not yet resumed adopts ours, and so does
+        a replacement (nothing is suspended: its next write is our spec)."""
         return replace(self, holder=holder, renewed_at=now,
                        target=self.target if self.phase == RESUMED else target)
 
@@ -113,8 +119,10 @@ def parse(text: Any) -> Lock | None:
         lease = int(doc.get("leaseSeconds") or DEFAULT_LEASE_SECONDS)
     except (TypeError, ValueError):
         lease = DEFAULT_LEASE_SECONDS
+    groups = doc.get("groups") if isinstance(doc.get("groups"), list) else []
     return Lock(doc["target"], doc["phase"], str(doc.get("holder", "")), renewed, started, lease,
-                doc.get("from") if isinstance(doc.get("from"), dict) else None)
+                doc.get("from") if isinstance(doc.get("from"), dict) else None,
+                tuple(g for g in groups if isinstance(g, str)))
 
 
 def new_lock(holder: str, target: dict[str, Any], source: dict[str, Any] | None, now: float,
@@ -126,13 +134,19 @@ def json_record(doc: dict[str, Any]) -> str:
     return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
-def last_recreate(lock: Lock, finished: float, outcome: str) -> str:
-    """The ``raygitops.dev/last-recreate`` value written when a cycle ends."""
-    return json_record({
+def last_recreate(lock: Lock, finished: float, outcome: str, summary: str | None = None) -> str:
+    """The ``raygitops.dev/last-recreate`` value written when a cycle ends; a replacement
+    (ReplaceGroups) also says so and what it did (``summary``)."""
+    doc = {
         "from": lock.source,
         "to": lock.target,
         "startedAt": rfc3339(lock.started_at),
         "finishedAt": rfc3339(finished),
         "outcome": outcome,
-    })
+    }
+    if lock.phase == REPLACING:
+        doc["strategy"] = "ReplaceGroups"
+    if summary:
+        doc["summary"] = summary
+    return json_record(doc)
 

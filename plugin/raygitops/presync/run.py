@@ -66,6 +66,8 @@ class Report:
         c = self.counts()
         parts = [f"{c['recreated']} recreated", f"{c['inSync']} in sync", f"{c['skipped']} skipped",
                  f"{c['failed']} failed"]
+        if c.get("replaced"):
+            parts.insert(1, f"{c['replaced']} replaced (worker groups only)")
         if c["deferred"]:
             parts.append(f"{c['deferred']} deferred")
         if self.dry_run:
@@ -244,10 +246,11 @@ def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
             by_key[f"{plan.namespace}/{entry.name}"] = entry
         report.decisions.extend(decide_namespace(kube, plan, log))
 
-    todo = [d for d in report.decisions if d.action in (drift.RECREATE_ACTION, drift.RELEASE, drift.VERIFY)]
+    todo = [d for d in report.decisions if d.action in (*drift.CYCLE_ACTIONS, drift.RELEASE, drift.VERIFY)]
     if opts.dry_run:
         for d in todo:
-            what = {drift.RELEASE: "drop the lock", drift.VERIFY: "wait for readiness"}.get(d.action, "recreate")
+            what = {drift.RELEASE: "drop the lock", drift.VERIFY: "wait for readiness",
+                    drift.REPLACE_ACTION: "replace worker groups"}.get(d.action, "recreate")
             log.info(d.key, "dry-run", f"would {what}: {d.reason}", pods=d.pods)
     elif todo:
         holder = locks.new_holder()

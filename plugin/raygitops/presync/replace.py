@@ -1,0 +1,141 @@
+"""ReplaceGroups (pure): which stale worker pods to delete next, within max-unavailable.
+
+The desired spec is already on the RayCluster (written with the ``replacing`` lock), so every
+pod the operator creates for a group carries the group's desired hash.  Each turn of the
+hook's loop looks at the live pods and says what may be deleted now, as a Deployment's
+rolling update does with ``maxUnavailable`` and ``maxSurge: 0``:
+
+- per changed group, *unavailable* = the pods the spec asks for minus the group's Ready,
+  non-terminating pods; stale pods that are not Ready go first (deleting them costs no
+  availability), then Ready stale pods while unavailable stays within max-unavailable;
+- pods of a worker group the spec no longer has are all deleted (their group is gone);
+- the head and every group not being replaced are never touched, and only pods the
+  RayCluster owns are candidates (a pod that merely carries the label is not);
+- the group counts as done when no stale pod is left and as many pods with the desired
+  hash are Ready as the spec asks for.
+
+The spec's replica count is read on every turn: the autoscaler may move it while a group is
+replaced, and the hook never writes it (nor ``workersToDelete``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from raygitops.hashing import HASH_ANNOTATION
+from raygitops.objmeta import annotations, meta
+from raygitops.plan import ClusterPlan
+from raygitops.presync.drift import group_key, owned_by, pod_ready, terminating
+from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE, resolve_max_unavailable
+
+
+@dataclass
+class GroupState:
+    """One changed worker group at one turn."""
+
+    name: str
+    want: int  # pods the live spec asks for (replicas x numOfHosts)
+    stale: int  # non-terminating pods without the desired hash
+    fresh_ready: int  # Ready pods with the desired hash
+    unavailable: int
+    max_unavailable: int
+
+    @property
+    def done(self) -> bool:
+        return self.stale == 0 and self.fresh_ready >= self.want
+
+    def describe(self) -> str:
+        return (f"group {self.name}: {self.fresh_ready} of {self.want} Ready with the new template, "
+                f"{self.stale} stale, {self.unavailable} unavailable (at most {self.max_unavailable})")
+
+
+@dataclass
+class Batch:
+    """What to do at this turn."""
+
+    delete: list[dict[str, Any]] = field(default_factory=list)  # pods to delete now
+    groups: list[GroupState] = field(default_factory=list)
+    removed: int = 0  # non-terminating pods of groups the spec no longer has
+
+    @property
+    def done(self) -> bool:
+        return self.removed == 0 and all(g.done for g in self.groups)
+
+    def describe(self) -> str:
+        parts = [g.describe() for g in self.groups if not g.done]
+        if self.removed:
+            parts.append(f"{self.removed} pods of removed groups")
+        return "; ".join(parts) or "every replaced group is Ready with the new template"
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def wanted_pods(group: dict[str, Any], autoscaled: bool) -> int:
+    """Pods the operator keeps for one worker group of the live spec."""
+    if group.get("suspend") is True:
+        return 0
+    low, high = _int(group.get("minReplicas"), 0), _int(group.get("maxReplicas"), 2**31 - 1)
+    replicas = _int(group.get("replicas"), low)
+    if not autoscaled:
+        replicas = min(max(replicas, low), high)
+    return replicas * max(1, _int(group.get("numOfHosts"), 1))
+
+
+def next_batch(plan: ClusterPlan, live: dict[str, Any], pods: list[dict[str, Any]],
+               groups: Iterable[str]) -> Batch:
+    """The pods to delete now for the worker ``groups`` being replaced, and where each stands."""
+    spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
+    autoscaled = spec.get("enableInTreeAutoscaling") is True
+    live_groups = {g.get("groupName"): g for g in spec.get("workerGroupSpecs") or [] if isinstance(g, dict)}
+    uid = meta(live).get("uid")
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        key = group_key(pod)
+        if key and key.startswith("worker:") and not terminating(pod) and owned_by(pod, uid):
+            by_group.setdefault(key.split(":", 1)[1], []).append(pod)
+
+    batch = Batch()
+    for name, group_pods in sorted(by_group.items()):
+        if name not in live_groups and name not in plan.pod_spec.workers:
+            batch.removed += len(group_pods)
+            batch.delete += sorted(group_pods, key=_name)
+    limit_text = plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE
+    for name in sorted(set(groups)):
+        desired = plan.hashes.workers.get(name)
+        if desired is None or name not in live_groups:
+            continue  # removed: handled above
+        group_pods = by_group.get(name, [])
+        want = wanted_pods(live_groups[name], autoscaled)
+        stale = [p for p in group_pods if annotations(p).get(HASH_ANNOTATION) != desired]
+        ready = [p for p in group_pods if pod_ready(p)]
+        limit = resolve_max_unavailable(limit_text, want)
+        unavailable = max(0, want - len(ready))
+        unready_stale = sorted((p for p in stale if not pod_ready(p)), key=_name)
+        ready_stale = sorted((p for p in stale if pod_ready(p)), key=_name)
+        room = max(0, limit - unavailable)
+        batch.delete += unready_stale + ready_stale[:room]
+        fresh_ready = sum(1 for p in ready if annotations(p).get(HASH_ANNOTATION) == desired)
+        batch.groups.append(GroupState(name, want, len(stale), fresh_ready, unavailable, limit))
+    return batch
+
+
+def _name(pod: dict[str, Any]) -> str:
+    return str(meta(pod).get("name", ""))
+
+
+def summary(deleted: dict[str, int], groups: Iterable[str], removed: int, kept: Iterable[str]) -> str:
+    """What a replacement did, for the log, the Event and ``last-recreate``:
+    ``replaced 4 pods of group gpu; head and group cpu kept``."""
+    parts = [f"replaced {_pods(deleted.get(g, 0))} of group {g}" for g in sorted(groups)]
+    if removed:
+        parts.append(f"deleted {_pods(removed)} of removed groups")
+    untouched = ["head"] + [f"group {g}" for g in sorted(kept)]
+    return "; ".join(parts + [(", ".join(untouched[:-1]) + " and " if len(untouched) > 1 else "")
+                              + untouched[-1] + " kept"])
+
+
+def _pods(count: int) -> str:
+    return f"{count} pod" if count == 1 else f"{count} pods"

@@ -1,0 +1,263 @@
+"""ReplaceGroups, the pure parts: the strategy and max-unavailable values, the decision
+(replace or fall back to the full cycle), the lock phase, and which pods each turn deletes.
+The real operators run it in tests/e2e/test_replace_groups.py."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+from raygitops import strategy
+from raygitops.errors import RaygitopsError
+from raygitops.hashing import HASH_ANNOTATION
+from raygitops.presync import cycle, drift, replace
+from raygitops.presync import lock as locks
+
+from test_presync_fakes import NS, FakeKube, cluster_spec, make_plan, stamped, with_crd_defaults
+
+NEW = "rayproject/ray:2.42.0"
+
+
+def two_groups(big_image: str = "rayproject/ray:2.41.0", head_image: str = "rayproject/ray:2.41.0",
+               big: int = 4) -> dict:
+    spec = cluster_spec(workers=("small", "big"))
+    spec["workerGroupSpecs"][1]["replicas"] = big
+    spec["workerGroupSpecs"][1]["maxReplicas"] = 10
+    spec["workerGroupSpecs"][1]["template"]["spec"]["containers"][0]["image"] = big_image
+    spec["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] = head_image
+    return spec
+
+
+def plan_for(spec: dict, max_unavailable: str = "100%"):
+    return dataclasses.replace(make_plan(spec=spec, strategy=strategy.REPLACE_GROUPS), max_unavailable=max_unavailable)
+
+
+def live_cluster(spec: dict | None = None, kube: FakeKube | None = None):
+    kube = kube or FakeKube()
+    live = kube.add_cluster("demo", with_crd_defaults(stamped(spec or two_groups())))
+    return kube, live
+
+
+# ----------------------------------------------------------------------------- values
+
+
+@pytest.mark.parametrize("text,value", [("1", "1"), ("25%", "25%"), ("100%", "100%"), (" 3 ", "3"), ("007", "7")])
+def test_max_unavailable_accepts_counts_and_percentages(text, value):
+    assert strategy.parse_max_unavailable(text) == value
+
+
+@pytest.mark.parametrize("text", ["0", "0%", "101%", "-1", "1.5", "x", "", "²", "25 %", 2, True, None])
+def test_max_unavailable_refuses_the_rest(text):
+    with pytest.raises(ValueError):
+        strategy.parse_max_unavailable(text)
+
+
+@pytest.mark.parametrize("value,pods,allowed", [("100%", 4, 4), ("25%", 4, 1), ("25%", 3, 1), ("50%", 5, 2),
+                                                ("1%", 2, 1), ("2", 10, 2), ("5", 2, 5), ("100%", 0, 1)])
+def test_max_unavailable_resolves_rounding_down_but_never_to_zero(value, pods, allowed):
+    assert strategy.resolve_max_unavailable(value, pods) == allowed
+
+
+def _obj(annotations: dict) -> dict:
+    return {"kind": "RayCluster", "metadata": {"name": "c", "annotations": annotations}, "spec": {}}
+
+
+def test_replace_groups_is_a_strategy_of_the_annotation_only():
+    ann = {strategy.STRATEGY_ANNOTATION: "ReplaceGroups"}
+    assert strategy.cluster_strategy(_obj(ann)) == "ReplaceGroups" and strategy.opted_in("ReplaceGroups")
+    with pytest.raises(RaygitopsError, match="did you mean ReplaceGroups"):
+        strategy.cluster_strategy(_obj({strategy.STRATEGY_ANNOTATION: "replacegroups"}))
+    field = {"kind": "RayCluster", "metadata": {"name": "c"}, "spec": {"upgradeStrategy": {"type": "ReplaceGroups"}}}
+    with pytest.raises(RaygitopsError, match="is not Recreate or None"):  # KubeRay's field knows no such value
+        strategy.cluster_strategy(field)
+
+
+def test_max_unavailable_annotation_needs_replace_groups():
+    assert strategy.max_unavailable(_obj({}), "ReplaceGroups") == "100%"
+    assert strategy.max_unavailable(_obj({strategy.MAX_UNAVAILABLE_ANNOTATION: "2"}), "ReplaceGroups") == "2"
+    with pytest.raises(RaygitopsError, match="applies only with raygitops.dev/upgrade-strategy: ReplaceGroups"):
+        strategy.max_unavailable(_obj({strategy.MAX_UNAVAILABLE_ANNOTATION: "2"}), "Recreate")
+    assert strategy.max_unavailable(_obj({}), "Recreate") is None
+
+
+def test_plan_round_trips_max_unavailable_and_refuses_a_bad_one():
+    from raygitops.plan import ClusterPlan
+
+    p = plan_for(two_groups(), "25%")
+    assert ClusterPlan.from_json(p.to_json()) == p
+    assert "maxUnavailable" not in make_plan().to_json()  # plans of other strategies keep their digest
+    bad = dict(p.to_json(), maxUnavailable="0")
+    with pytest.raises(ValueError, match="maxUnavailable"):
+        ClusterPlan.from_json(bad)
+
+
+# ----------------------------------------------------------------------------- decision
+
+
+def test_only_worker_groups_drifted_is_a_replacement():
+    kube, live = live_cluster()
+    d = drift.decide(NS, plan_for(two_groups(big_image=NEW)), live, kube.pods_of("demo"))
+    assert d.action == drift.REPLACE_ACTION and set(d.drift) == {"worker:big"}, d.reason
+    assert d.reason.startswith("worker groups drifted, head kept: ")
+    assert cycle.replace_plan(d) == (True, ("big",))
+
+
+def test_a_head_change_falls_back_to_the_full_cycle():
+    kube, live = live_cluster()
+    d = drift.decide(NS, plan_for(two_groups(big_image=NEW, head_image=NEW)), live, kube.pods_of("demo"))
+    assert d.action == drift.RECREATE_ACTION
+
+
+def test_a_cluster_level_change_falls_back_to_the_full_cycle():
+    """Cluster-level pod-shaping fields go into every group's hash, the head's too."""
+    kube, live = live_cluster()
+    spec = two_groups()
+    spec["rayVersion"] = "2.42.0"
+    d = drift.decide(NS, plan_for(spec), live, kube.pods_of("demo"))
+    assert d.action == drift.RECREATE_ACTION and "head" in d.drift
+
+
+def test_a_removed_group_alone_is_a_replacement():
+    kube, live = live_cluster()
+    spec = two_groups()
+    spec["workerGroupSpecs"] = spec["workerGroupSpecs"][:1]
+    d = drift.decide(NS, plan_for(spec), live, kube.pods_of("demo"))
+    assert d.action == drift.REPLACE_ACTION and d.drift["worker:big"].how == "removed-group"
+    assert cycle.replace_plan(d) == (True, ())
+
+
+def test_a_replacement_in_progress_is_continued_or_turned_into_a_full_cycle():
+    kube, live = live_cluster()
+    lock = cycle.replace_lock(locks.new_lock("other", {}, None, 0.0), ("big",), 0.0)
+    live["metadata"]["annotations"][locks.LOCK_ANNOTATION] = lock.to_annotation()
+    d = drift.decide(NS, plan_for(two_groups(big_image=NEW)), live, kube.pods_of("demo"))
+    assert d.action == drift.REPLACE_ACTION and "in progress" in d.reason
+    d = drift.decide(NS, plan_for(two_groups(big_image=NEW, head_image=NEW)), live, kube.pods_of("demo"))
+    assert d.action == drift.RECREATE_ACTION  # the head changed meanwhile: the full cycle
+    d = drift.decide(NS, make_plan(spec=two_groups(big_image=NEW)), live, kube.pods_of("demo"))
+    assert d.action == drift.RECREATE_ACTION  # the strategy changed to Recreate
+
+
+def test_next_step_of_a_replacing_lock():
+    kube, live = live_cluster()
+    lock = cycle.replace_lock(locks.new_lock("me", {}, None, 0.0), ("big",), 0.0)
+    live["metadata"]["annotations"][locks.LOCK_ANNOTATION] = lock.to_annotation()
+    assert cycle.next_step(live, "me", replace=True) == cycle.REPLACE
+    assert cycle.next_step(live, "me", replace=False) == cycle.SUSPEND  # nothing suspended yet: start the cycle
+    assert cycle.next_step(live, "other", 0.0, replace=True) == cycle.WAIT
+
+
+def test_replacing_lock_round_trips_its_groups_and_a_takeover_adopts_the_new_target():
+    lock = cycle.replace_lock(locks.new_lock("a", {"head": "h1-a"}, None, 10.0), ("big", "gpu"), 11.0)
+    again = locks.parse(lock.to_annotation())
+    assert again == lock and again.phase == locks.REPLACING and again.groups == ("big", "gpu")
+    assert lock.taken_over("b", 12.0, {"head": "h1-b"}).target == {"head": "h1-b"}
+    record = locks.last_recreate(lock, 20.0, locks.COMPLETED, "replaced 2 pods of group big; head kept")
+    assert '"strategy":"ReplaceGroups"' in record and '"summary":"replaced 2 pods' in record
+
+
+# ----------------------------------------------------------------------------- batches
+
+
+def _pods(kube: FakeKube, live: dict, group: str, count: int, hash_: str, ready: bool = True) -> list[dict]:
+    pods = [kube.add_pod(NS, "demo", "worker", group, {HASH_ANNOTATION: hash_}) for _ in range(count)]
+    for p in pods:
+        p["status"]["conditions"][0]["status"] = "True" if ready else "False"
+    return pods
+
+
+def _applied(plan, live: dict) -> dict:
+    """The live cluster after the replacing write: the desired spec."""
+    from raygitops.presync import patches
+
+    live = copy.deepcopy(live)
+    live["spec"] = patches.resume_spec(live["spec"], plan)
+    return live
+
+
+def _cluster_without_pods(spec: dict | None = None):
+    kube = FakeKube()
+    live = kube.add_cluster("demo", with_crd_defaults(stamped(spec or two_groups())), pods=False)
+    kube.add_pod(NS, "demo", "head", "headgroup", {})
+    return kube, live
+
+
+def test_a_batch_deletes_at_most_max_unavailable_ready_stale_pods_and_never_the_head_or_other_groups():
+    kube, live = _cluster_without_pods()
+    plan = plan_for(two_groups(big_image=NEW), "2")
+    _pods(kube, live, "small", 2, plan.hashes.workers["small"])
+    old = _pods(kube, live, "big", 4, "h1-0000000000000000")
+    batch = replace.next_batch(plan, _applied(plan, live), kube.pods_of("demo"), ["big"])
+    assert len(batch.delete) == 2 and {p["metadata"]["uid"] for p in batch.delete} <= {p["metadata"]["uid"] for p in old}
+    assert not batch.done and batch.groups[0].stale == 4
+
+
+def test_a_batch_waits_while_replacements_are_not_ready():
+    kube, live = _cluster_without_pods()
+    plan = plan_for(two_groups(big_image=NEW), "2")
+    new = plan.hashes.workers["big"]
+    _pods(kube, live, "big", 2, "h1-0000000000000000")
+    _pods(kube, live, "big", 2, new, ready=False)  # the two replacements, starting
+    batch = replace.next_batch(plan, _applied(plan, live), kube.pods_of("demo"), ["big"])
+    assert batch.delete == [] and batch.groups[0].unavailable == 2
+    assert "group big: 0 of 4 Ready with the new template, 2 stale, 2 unavailable (at most 2)" in batch.describe()
+
+
+def test_unready_stale_pods_go_first_and_cost_no_availability():
+    kube, live = _cluster_without_pods()
+    plan = plan_for(two_groups(big_image=NEW), "1")
+    _pods(kube, live, "big", 3, "h1-0000000000000000")
+    broken = _pods(kube, live, "big", 1, "h1-0000000000000000", ready=False)
+    batch = replace.next_batch(plan, _applied(plan, live), kube.pods_of("demo"), ["big"])
+    assert [p["metadata"]["uid"] for p in batch.delete] == [broken[0]["metadata"]["uid"]]
+
+
+def test_terminating_pods_count_as_unavailable_and_are_not_deleted_twice():
+    kube, live = _cluster_without_pods()
+    plan = plan_for(two_groups(big_image=NEW), "1")
+    pods = _pods(kube, live, "big", 4, "h1-0000000000000000")
+    pods[0]["metadata"]["deletionTimestamp"] = "2026-12-04T00:00:00Z"
+    batch = replace.next_batch(plan, _applied(plan, live), kube.pods_of("demo"), ["big"])
+    assert batch.delete == [] and batch.groups[0].unavailable == 1
+
+
+def test_done_when_every_pod_runs_the_new_template_ready():
+    kube, live = _cluster_without_pods()
+    plan = plan_for(two_groups(big_image=NEW), "1")
+    _pods(kube, live, "big", 4, plan.hashes.workers["big"])
+    batch = replace.next_batch(plan, _applied(plan, live), kube.pods_of("demo"), ["big"])
+    assert batch.done and batch.delete == []
+
+
+def test_removed_group_pods_are_deleted_at_once_but_only_the_clusters_own():
+    kube, live = _cluster_without_pods()
+    spec = two_groups()
+    spec["workerGroupSpecs"] = spec["workerGroupSpecs"][:1]
+    plan = plan_for(spec, "1")
+    _pods(kube, live, "small", 2, plan.hashes.workers["small"])
+    gone = _pods(kube, live, "big", 4, "h1-0000000000000000")
+    stray = _pods(kube, live, "big", 1, "h1-0000000000000000")[0]
+    stray["metadata"]["ownerReferences"] = []
+    batch = replace.next_batch(plan, _applied(plan, live), kube.pods_of("demo"), [])
+    assert {p["metadata"]["uid"] for p in batch.delete} == {p["metadata"]["uid"] for p in gone}
+    assert batch.removed == 4 and not batch.done
+
+
+def test_the_replica_count_is_read_from_the_live_spec_each_turn():
+    """The autoscaler moved big from 4 to 6 replicas: six new pods are wanted."""
+    kube, live = _cluster_without_pods()
+    plan = plan_for(two_groups(big_image=NEW), "100%")
+    _pods(kube, live, "big", 4, plan.hashes.workers["big"])
+    applied = _applied(plan, live)
+    next(g for g in applied["spec"]["workerGroupSpecs"] if g["groupName"] == "big")["replicas"] = 6
+    batch = replace.next_batch(plan, applied, kube.pods_of("demo"), ["big"])
+    assert not batch.done and batch.groups[0].want == 6
+
+
+def test_summary_wording():
+    assert replace.summary({"big": 4}, ["big"], 0, ["small"]) == "replaced 4 pods of group big; head and group small kept"
+    assert replace.summary({}, [], 2, ["small", "x"]) == ("deleted 2 pods of removed groups; "
+                                                          "head, group small and group x kept")
+    assert replace.summary({"a": 1}, ["a"], 0, []) == "replaced 1 pod of group a; head kept"
