@@ -127,6 +127,10 @@ def test_changed_group_is_replaced_in_batches_and_the_rest_keeps_its_pods(app: H
     before = _start(app, replace_groups("1"))
     app.write(with_big_image(replace_groups("1")))
     objs, _, plan = app.render()
+    _, status = app.status()
+    (entry,) = [c for c in status["clusters"] if c["name"] == "demo"]
+    assert entry["detail"].endswith("the next sync replaces 2 pods of group big (1 at a time); "
+                                    "head and group small untouched"), entry
     started = time.monotonic()
     with ReadyWatch(app, "big") as watch:
         res = app.presync(plan)

@@ -5,6 +5,7 @@ The real operators run it in tests/e2e/test_replace_groups.py."""
 from __future__ import annotations
 
 import copy
+import json
 import dataclasses
 
 import pytest
@@ -261,3 +262,43 @@ def test_summary_wording():
     assert replace.summary({}, [], 2, ["small", "x"]) == ("deleted 2 pods of removed groups; "
                                                           "head, group small and group x kept")
     assert replace.summary({"a": 1}, ["a"], 0, []) == "replaced 1 pod of group a; head kept"
+
+
+def test_status_phrase_names_what_the_next_sync_replaces_and_keeps():
+    kube, live = live_cluster()
+    spec = two_groups(big_image=NEW)
+    d = drift.decide(NS, plan_for(spec, "2"), live, kube.pods_of("demo"))
+    assert replace.replacement_phrase(plan_for(spec, "2"), d.drift) == (
+        "replaces 4 pods of group big (2 at a time); head and group small untouched")
+    removed = two_groups()
+    removed["workerGroupSpecs"] = removed["workerGroupSpecs"][:1]
+    d = drift.decide(NS, plan_for(removed), live, kube.pods_of("demo"))
+    assert replace.replacement_phrase(plan_for(removed), d.drift) == (
+        "deletes 4 pods of removed group big; head and group small untouched")
+
+
+def test_diff_says_which_groups_a_replacement_touches(tmp_path):
+    """`raygitops diff` of a ReplaceGroups cluster: only the changed group's pods, head kept."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    def app(path, image):
+        path.mkdir(parents=True)
+        (path / "raygitops.yaml").write_text("namespace: ray\n")
+        obj = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
+               "metadata": {"name": "demo", "annotations": {strategy.STRATEGY_ANNOTATION: "ReplaceGroups",
+                                                           strategy.MAX_UNAVAILABLE_ANNOTATION: "2"}},
+               "spec": two_groups(big_image=image)}
+        (path / "demo.yaml").write_text(yaml.safe_dump(obj))
+        return path
+
+    app(tmp_path / "base" / "app", "rayproject/ray:2.41.0")
+    app(tmp_path / "head" / "app", NEW)
+    out = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(tmp_path / "base"),
+                          "--head", str(tmp_path / "head"), "app", "--format", "json"], capture_output=True, text=True)
+    (cluster,) = json.loads(out.stdout)["clusters"]
+    assert cluster["reason"] == ("opted in (ReplaceGroups): replaces 4 pods of group big (2 at a time); "
+                                 "head and group small untouched"), cluster
+    assert cluster["pods"] == {"min": 4, "max": 4} or cluster["pods"] == 4, cluster["pods"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -57,3 +58,21 @@ def test_two_commands_section_is_intact() -> None:
     assert install in readme and "\nbash tests/run.sh\n" in readme
     assert (REPO / "requirements" / "runtime.txt").is_file()
     assert (REPO / "tests" / "run.sh").is_file() and (REPO / "examples" / "plain").is_dir()
+
+
+def test_readme_replace_groups_example_renders_as_it_says(tmp_path: Path) -> None:
+    """The README's two-group ReplaceGroups example is a valid app: render plans a
+    ReplaceGroups cluster with max-unavailable 1 and both worker groups."""
+    section = (REPO / "README.md").read_text().split("## Replacing only the worker groups that changed")[1]
+    example = re.search(r"```yaml\n(.*?)```", section, flags=re.S).group(1)
+    (tmp_path / "demo.yaml").write_text(example)
+    (tmp_path / "raygitops.yaml").write_text("namespace: ray\n")
+    out = subprocess.run([sys.executable, "-m", "raygitops", "render", str(tmp_path), "--format", "json"],
+                         capture_output=True, text=True, check=True).stdout
+    items = json.loads(out)
+    items = items["items"] if isinstance(items, dict) else items
+    plan = json.loads(next(o for o in items if o["kind"] == "ConfigMap" and "plan.json" in o.get("data", {}))
+                      ["data"]["plan.json"])
+    (cluster,) = plan["clusters"]
+    assert cluster["strategy"] == "ReplaceGroups" and cluster["maxUnavailable"] == "1"
+    assert sorted(cluster["hashes"]["workers"]) == ["cpu", "gpu"]

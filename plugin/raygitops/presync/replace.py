@@ -132,10 +132,30 @@ def summary(deleted: dict[str, int], groups: Iterable[str], removed: int, kept: 
     parts = [f"replaced {_pods(deleted.get(g, 0))} of group {g}" for g in sorted(groups)]
     if removed:
         parts.append(f"deleted {_pods(removed)} of removed groups")
-    untouched = ["head"] + [f"group {g}" for g in sorted(kept)]
-    return "; ".join(parts + [(", ".join(untouched[:-1]) + " and " if len(untouched) > 1 else "")
-                              + untouched[-1] + " kept"])
+    return "; ".join(parts + [listed(["head"] + [f"group {g}" for g in sorted(kept)]) + " kept"])
 
 
 def _pods(count: int) -> str:
     return f"{count} pod" if count == 1 else f"{count} pods"
+
+
+def replacement_phrase(plan: ClusterPlan, drifted: dict[str, Any]) -> str:
+    """What the next sync does to a ReplaceGroups cluster whose worker groups ``drifted``
+    (``worker:<name>`` → :class:`~raygitops.presync.drift.GroupDrift`), for ``status``:
+    ``replaces 4 pods of group gpu (2 at a time); head and group cpu untouched``."""
+    parts = []
+    for key, found in sorted(drifted.items()):
+        name = key.split(":", 1)[1]
+        if found.how == "removed-group":
+            parts.append(f"deletes {_pods(found.pods)} of removed group {name}")
+        else:
+            at = min(resolve_max_unavailable(plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE, found.pods),
+                     max(found.pods, 1))
+            parts.append(f"replaces {_pods(found.pods)} of group {name} ({at} at a time)")
+    kept = ["head"] + [f"group {g}" for g in sorted(plan.pod_spec.workers) if f"worker:{g}" not in drifted]
+    return "; ".join(parts + [listed(kept) + " untouched"])
+
+
+def listed(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]

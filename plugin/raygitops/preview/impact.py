@@ -23,8 +23,9 @@ from typing import Any, Iterable
 from raygitops import native
 from raygitops.hashing import GroupHashes
 from raygitops.preview.changes import DEFAULT_MASKING, FieldChange, Masking, field_changes
+from raygitops.presync.replace import listed
 from raygitops.render import RenderedCluster, RenderResult, is_raycluster
-from raygitops.strategy import RECREATE
+from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE, REPLACE_GROUPS, opted_in, resolve_max_unavailable
 
 RECREATE_CLASS = "recreate"
 NATIVE_CLASS = "native-recreate"
@@ -298,6 +299,18 @@ def _verb_groups(groups: list[GroupChange]) -> str:
     return ", ".join(names)
 
 
+def _replacement(plan: Any, changed: list[GroupChange], removed: list[GroupChange], spec: dict[str, Any]) -> str:
+    """``replaces 4 pods of group gpu (2 at a time); head and group cpu untouched``."""
+    parts = []
+    for g in changed:
+        at = resolve_max_unavailable(plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE, g.pods.min)
+        parts.append(f"replaces {g.pods} pods of group {g.label} ({at} at a time)")
+    parts += [f"deletes {g.pods} pods of removed group {g.label}" for g in removed]
+    touched = {g.label for g in changed + removed}
+    kept = ["head"] + [f"group {n}" for n in _workers(spec) if n not in touched]
+    return "; ".join(parts + [listed(kept) + " untouched"])
+
+
 def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
                    head_obj: dict, masking: Masking = DEFAULT_MASKING) -> ClusterImpact:
     plan_b, plan_h = base.plan, head.plan
@@ -335,7 +348,15 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
         impact.reason = (f"template of {names} changed, but the cluster is owned by "
                          f"{plan_h.owner}: raygitops never recreates it (the {kind} "
                          "manages its clusters); running pods keep the old template")
-    elif (changed or removed) and plan_h.strategy == RECREATE and not plan_h.owner:
+    elif (changed or removed) and plan_h.strategy == REPLACE_GROUPS and not plan_h.owner \
+            and all(g.group != "head" for g in changed):
+        # only worker groups: the hook replaces their pods, the head and the rest stay
+        impact.klass = RECREATE_CLASS
+        impact.pods = PodCount()
+        for g in changed + removed:
+            impact.pods = impact.pods + g.pods
+        impact.reason = f"opted in (ReplaceGroups): {_replacement(plan_h, changed, removed, head.spec)}"
+    elif (changed or removed) and opted_in(plan_h.strategy) and not plan_h.owner:
         impact.klass = RECREATE_CLASS
         impact.pods = impact.pods_total
         for g in removed:  # deleted with the rest, not created again
@@ -346,8 +367,9 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
         if removed:
             what.append(f"worker group {_verb_groups(removed)} was removed (its pods count "
                         "as drift)")
-        impact.reason = (f"opted in (Recreate) and {' and '.join(what)}: every pod is deleted "
-                         "and created again")
+        impact.reason = (f"opted in ({plan_h.strategy}) and {' and '.join(what)}: every pod is deleted "
+                         "and created again" + (" (ReplaceGroups takes the full cycle when the head changes)"
+                                                if plan_h.strategy == REPLACE_GROUPS else ""))
     elif plan_h.native and native.spec_hash_changes(base.spec, head.spec):
         impact.klass = NATIVE_CLASS
         impact.pods = impact.pods_total
@@ -378,7 +400,7 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
 def _notes(impact: ClusterImpact, plan_b: Any, plan_h: Any) -> None:
     if plan_b is not None and plan_b.strategy != plan_h.strategy:
         impact.notes.append(f"upgrade strategy {plan_b.strategy} → {plan_h.strategy}")
-        if plan_h.strategy == RECREATE and impact.klass != RECREATE_CLASS and not plan_h.owner:
+        if opted_in(plan_h.strategy) and impact.klass != RECREATE_CLASS and not plan_h.owner:
             impact.notes.append("newly opted in: if the running pods still carry an older "
                                 "template (an earlier change left them stale), the PreSync "
                                 "hook recreates them on this sync")
@@ -388,9 +410,9 @@ def _notes(impact: ClusterImpact, plan_b: Any, plan_h: Any) -> None:
             f"operator of the same version created (annotation {native.HASH_ANNOTATION}); on "
             "a head pod made by KubeRay 1.5 nothing is recreated: run `raygitops presync "
             "--dry-run` against the cluster to check (docs/kuberay-1.6.md)")
-    if plan_h.owner and plan_h.strategy == RECREATE:
+    if plan_h.owner and opted_in(plan_h.strategy):
         impact.notes.append(f"owned by {plan_h.owner}: the PreSync hook skips it despite "
-                            "the Recreate opt-in")
+                            f"the {plan_h.strategy} opt-in")
     if plan_h.suspend and (plan_b is None or not plan_b.suspend):
         impact.notes.append("desired spec.suspend: true — KubeRay deletes all pods of this "
                             "cluster and keeps it suspended")

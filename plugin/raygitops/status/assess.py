@@ -31,7 +31,8 @@ from raygitops.presync import drift
 from raygitops.presync import lock as locks
 from raygitops.render import RenderedCluster
 from raygitops.sources import deep_merge
-from raygitops.strategy import RECREATE, cluster_owner
+from raygitops.presync.replace import replacement_phrase
+from raygitops.strategy import RECREATE, REPLACE_GROUPS, cluster_owner, opted_in
 
 FAILED, UNVERIFIED, IN_PROGRESS, DRIFTED, NATIVE, STALE, SUSPENDED, ABSENT, IN_SYNC = (
     "failed", "unverified", "in-progress", "drifted", "native", "stale", "suspended", "absent", "in-sync")
@@ -117,7 +118,7 @@ def assess(cluster: RenderedCluster, live: dict[str, Any] | None, pods: list[dic
                          live, pods)
     status.pods = probe.pods
     status.groups = sorted(probe.drift)
-    opted = plan.strategy == RECREATE and not (plan.owner or cluster_owner(live))
+    opted = opted_in(plan.strategy) and not (plan.owner or cluster_owner(live))
     status.warnings = drift.native_warnings(plan, live, pods, crd_knows,
                                             recreating=opted and probe.action == drift.RECREATE_ACTION)
     live_suspended = (live.get("spec") or {}).get("suspend") is True
@@ -139,6 +140,10 @@ def assess(cluster: RenderedCluster, live: dict[str, Any] | None, pods: list[dic
                          "ready): the next sync's hook waits for readiness again")
     elif plan.suspend:
         status.detail = "suspended, as Git asks"
+    elif probe.action == drift.RECREATE_ACTION and opted and plan.strategy == REPLACE_GROUPS \
+            and "head" not in probe.drift:
+        status.state = DRIFTED
+        status.detail = f"{old} run an old template: the next sync {replacement_phrase(plan, probe.drift)}"
     elif probe.action == drift.RECREATE_ACTION and opted:
         status.state = DRIFTED
         status.detail = f"{old} run an old template: the next sync recreates the cluster ({probe.pods} pods)"
