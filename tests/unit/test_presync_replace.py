@@ -278,27 +278,44 @@ def test_status_phrase_names_what_the_next_sync_replaces_and_keeps():
 
 
 def test_diff_says_which_groups_a_replacement_touches(tmp_path):
-    """`raygitops diff` of a ReplaceGroups cluster: only the changed group's pods, head kept."""
+    """`raygitops diff` of a ReplaceGroups cluster: class replace, only the changed group's
+    pods, per-group counts in the JSON, the verdict line, exit 3 with --exit-code."""
     import subprocess
     import sys
 
     import yaml
 
-    def app(path, image):
+    def app(path, big_image, head_image="rayproject/ray:2.41.0"):
         path.mkdir(parents=True)
         (path / "raygitops.yaml").write_text("namespace: ray\n")
         obj = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
                "metadata": {"name": "demo", "annotations": {strategy.STRATEGY_ANNOTATION: "ReplaceGroups",
                                                            strategy.MAX_UNAVAILABLE_ANNOTATION: "2"}},
-               "spec": two_groups(big_image=image)}
+               "spec": two_groups(big_image=big_image, head_image=head_image)}
         (path / "demo.yaml").write_text(yaml.safe_dump(obj))
-        return path
+
+    def diff(*extra):
+        return subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(tmp_path / "base"),
+                               "--head", str(tmp_path / "head"), "app", *extra], capture_output=True, text=True)
 
     app(tmp_path / "base" / "app", "rayproject/ray:2.41.0")
     app(tmp_path / "head" / "app", NEW)
-    out = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(tmp_path / "base"),
-                          "--head", str(tmp_path / "head"), "app", "--format", "json"], capture_output=True, text=True)
-    (cluster,) = json.loads(out.stdout)["clusters"]
+    report = json.loads(diff("--format", "json").stdout)
+    (cluster,) = report["clusters"]
+    assert cluster["class"] == "replace" and report["verdict"] == "replace"
     assert cluster["reason"] == ("opted in (ReplaceGroups): replaces 4 pods of group big (2 at a time); "
-                                 "head and group small untouched"), cluster
-    assert cluster["pods"] == {"min": 4, "max": 4} or cluster["pods"] == 4, cluster["pods"]
+                                 "head and group small untouched")
+    assert cluster["pods"] == {"min": 4, "max": 4}
+    assert cluster["replace"] == {"maxUnavailable": "2", "kept": ["head", "small"], "groups": [
+        {"group": "big", "change": "changed", "pods": {"min": 4, "max": 4}, "atATime": 2}]}
+    assert report["summary"]["text"] == "This merge replaces worker groups of 1 RayCluster (4 pods; heads kept)"
+    assert "replaces 4 pods of group big" in diff("--format", "markdown").stdout
+    assert diff("--exit-code").returncode == 3 and diff("--fail-on", "stale").returncode == 0
+
+    # the head changes too: the full cycle, every pod
+    app(tmp_path / "head2" / "app", NEW, head_image=NEW)
+    (tmp_path / "head").rename(tmp_path / "head1")
+    (tmp_path / "head2").rename(tmp_path / "head")
+    (cluster,) = json.loads(diff("--format", "json").stdout)["clusters"]
+    assert cluster["class"] == "recreate" and "ReplaceGroups takes the full cycle" in cluster["reason"]
+    assert cluster["pods"] == {"min": 7, "max": 7}

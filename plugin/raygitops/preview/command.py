@@ -1,7 +1,7 @@
 """``raygitops diff``: the pull-request preview (CLI only; the work is in the sibling modules).
 
 Exit codes: 0 success (with ``--fail-on``: and no cluster of those classes); 3 with
-``--fail-on`` (``--exit-code`` = ``--fail-on recreate``) when a cluster of those classes is in
+``--fail-on`` (``--exit-code`` = ``--fail-on recreate,replace``) when a cluster of those classes is in
 the report; 1 on a user error (either side fails to render,
 unknown revision, …) with one ``raygitops: base: path:line: message`` line on stderr and
 nothing on stdout.
@@ -21,7 +21,7 @@ from raygitops.errors import RaygitopsError
 
 EXIT_RECREATE = 3
 # --fail-on names: the impact classes but "unchanged"; "recreate" covers KubeRay's native one
-FAIL_CLASSES = ("recreate", "native-recreate", "delete", "stale", "create", "in-place")
+FAIL_CLASSES = ("recreate", "replace", "native-recreate", "delete", "stale", "create", "in-place")
 
 
 def fail_classes(text: str | None, exit_code: bool) -> set[str]:
@@ -33,7 +33,7 @@ def fail_classes(text: str | None, exit_code: bool) -> set[str]:
     if unknown:
         raise RaygitopsError(f"--fail-on: unknown class {', '.join(unknown)} (one of {', '.join(FAIL_CLASSES)}, any)")
     if exit_code:
-        names.add("recreate")
+        names |= {"recreate", "replace"}  # pods restart either way
     if "recreate" in names:
         names.add("native-recreate")
     return names
@@ -69,7 +69,7 @@ def use_color(stream: Any, choice: bool | None) -> bool:
 @click.option("--format", "-o", "fmt", type=click.Choice(["markdown", "json", "text"]),
               default="text", show_default=True, help="Report format (markdown: a pull-request comment).")
 @click.option("--exit-code", is_flag=True,
-              help="Exit 3 when at least one RayCluster is recreated (= --fail-on recreate).")
+              help="Exit 3 when at least one RayCluster is recreated or has worker groups replaced (= --fail-on recreate,replace).")
 @click.option("--fail-on", "fail_on", default=None, metavar="CLASSES",
               help="Exit 3 when a RayCluster of these classes is in the report: comma-separated "
                    f"from {', '.join(FAIL_CLASSES)}, or 'any' (every class but unchanged).")

@@ -4,6 +4,9 @@ Classes, one per RayCluster matched by namespace/name:
 
 - ``recreate``  — opted in (strategy Recreate at head) and a group's template hash changed:
   the PreSync hook deletes every pod of the cluster and KubeRay creates them again;
+- ``replace``   — opted in with ReplaceGroups and only worker groups changed (or were
+  removed): the hook replaces those groups' pods in batches, the head and the other groups
+  keep theirs (docs/presync.md "Two strategies");
 - ``native-recreate`` — the spec keeps ``upgradeStrategy: Recreate`` for a KubeRay >= 1.6
   operator and the operator's own spec hash changed: KubeRay deletes every pod once the
   sync applies the new spec (after the sync, not gated by the hook; raygitops.native);
@@ -28,6 +31,7 @@ from raygitops.render import RenderedCluster, RenderResult, is_raycluster
 from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE, REPLACE_GROUPS, opted_in, resolve_max_unavailable
 
 RECREATE_CLASS = "recreate"
+REPLACE_CLASS = "replace"
 NATIVE_CLASS = "native-recreate"
 STALE = "stale"
 IN_PLACE = "in-place"
@@ -35,7 +39,7 @@ CREATE = "create"
 DELETE = "delete"
 UNCHANGED = "unchanged"
 # Report order: what needs attention first.
-CLASSES = (RECREATE_CLASS, NATIVE_CLASS, STALE, DELETE, CREATE, IN_PLACE, UNCHANGED)
+CLASSES = (RECREATE_CLASS, REPLACE_CLASS, NATIVE_CLASS, STALE, DELETE, CREATE, IN_PLACE, UNCHANGED)
 
 HOOK_LABEL = ("app.kubernetes.io/managed-by", "raygitops")
 # KubeRay defaults (ray-operator apis/ray/v1 raycluster_types.go).
@@ -66,6 +70,10 @@ class PodCount:
 
     def to_json(self) -> dict[str, Any]:
         return {"min": self.min, "max": self.max}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "PodCount":
+        return cls(data["min"], data["max"])
 
 
 @dataclass(frozen=True)
@@ -108,6 +116,7 @@ class ClusterImpact:
     notes: list[str] = field(default_factory=list)
     source_base: str | None = None
     source_head: str | None = None
+    replacement: dict[str, Any] | None = None  # class replace: per group, what goes and how many at a time
 
     @property
     def key(self) -> str:
@@ -133,6 +142,7 @@ class ClusterImpact:
             "notes": list(self.notes),
             "changes": [c.to_json() for c in self.changes],
             "source": {"base": self.source_base, "head": self.source_head},
+            **({"replace": self.replacement} if self.replacement is not None else {}),
         }
 
 
@@ -179,10 +189,12 @@ class Report:
 
     @property
     def verdict(self) -> str:
-        """``recreate``, ``delete``, ``stale``, ``changes`` or ``none``: the most serious thing
+        """``recreate``, ``replace``, ``delete``, ``stale``, ``changes`` or ``none``: the most serious thing
         the merge does to pods (a deleted or stale cluster is never "changes")."""
         if self.recreated:
             return "recreate"
+        if self.count(REPLACE_CLASS):
+            return "replace"
         if self.count(DELETE):
             return "delete"
         if self.count(STALE):
@@ -299,15 +311,27 @@ def _verb_groups(groups: list[GroupChange]) -> str:
     return ", ".join(names)
 
 
-def _replacement(plan: Any, changed: list[GroupChange], removed: list[GroupChange], spec: dict[str, Any]) -> str:
+def _replacement(plan: Any, changed: list[GroupChange], removed: list[GroupChange],
+                 spec: dict[str, Any]) -> dict[str, Any]:
+    """What a ReplaceGroups sync does, per group (the JSON report's ``replace``)."""
+    limit = plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE
+    groups = [{"group": g.label, "change": "changed", "pods": g.pods.to_json(),
+               "atATime": resolve_max_unavailable(limit, g.pods.min)} for g in changed]
+    groups += [{"group": g.label, "change": "removed", "pods": g.pods.to_json()} for g in removed]
+    touched = {g.label for g in changed + removed}
+    return {"maxUnavailable": limit, "groups": groups, "kept": ["head"] + [n for n in _workers(spec) if n not in touched]}
+
+
+def replacement_words(replacement: dict[str, Any]) -> str:
     """``replaces 4 pods of group gpu (2 at a time); head and group cpu untouched``."""
     parts = []
-    for g in changed:
-        at = resolve_max_unavailable(plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE, g.pods.min)
-        parts.append(f"replaces {g.pods} pods of group {g.label} ({at} at a time)")
-    parts += [f"deletes {g.pods} pods of removed group {g.label}" for g in removed]
-    touched = {g.label for g in changed + removed}
-    kept = ["head"] + [f"group {n}" for n in _workers(spec) if n not in touched]
+    for g in replacement["groups"]:
+        count = PodCount.from_json(g["pods"])
+        if g["change"] == "removed":
+            parts.append(f"deletes {count} pods of removed group {g['group']}")
+        else:
+            parts.append(f"replaces {count} pods of group {g['group']} ({g['atATime']} at a time)")
+    kept = [k if k == "head" else f"group {k}" for k in replacement["kept"]]
     return "; ".join(parts + [listed(kept) + " untouched"])
 
 
@@ -351,11 +375,12 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
     elif (changed or removed) and plan_h.strategy == REPLACE_GROUPS and not plan_h.owner \
             and all(g.group != "head" for g in changed):
         # only worker groups: the hook replaces their pods, the head and the rest stay
-        impact.klass = RECREATE_CLASS
+        impact.klass = REPLACE_CLASS
         impact.pods = PodCount()
         for g in changed + removed:
             impact.pods = impact.pods + g.pods
-        impact.reason = f"opted in (ReplaceGroups): {_replacement(plan_h, changed, removed, head.spec)}"
+        impact.replacement = _replacement(plan_h, changed, removed, head.spec)
+        impact.reason = f"opted in (ReplaceGroups): {replacement_words(impact.replacement)}"
     elif (changed or removed) and opted_in(plan_h.strategy) and not plan_h.owner:
         impact.klass = RECREATE_CLASS
         impact.pods = impact.pods_total

@@ -18,6 +18,7 @@ from raygitops.preview.impact import (
     IN_PLACE,
     NATIVE_CLASS,
     RECREATE_CLASS,
+    REPLACE_CLASS,
     STALE,
     UNCHANGED,
     ClusterImpact,
@@ -32,7 +33,7 @@ DEFAULT_BUDGET = GITHUB_LIMIT - 1536
 MAX_CHANGES_SHOWN = 100
 MARKER = "<!-- raygitops-diff"
 
-ICONS = {RECREATE_CLASS: "🔁", NATIVE_CLASS: "♻️", STALE: "🟡", IN_PLACE: "✏️", CREATE: "➕", DELETE: "➖",
+ICONS = {RECREATE_CLASS: "🔁", REPLACE_CLASS: "🔀", NATIVE_CLASS: "♻️", STALE: "🟡", IN_PLACE: "✏️", CREATE: "➕", DELETE: "➖",
          UNCHANGED: "·"}
 
 
@@ -147,7 +148,7 @@ def render(report: Report, base: Any, head: Any, *, budget: int = DEFAULT_BUDGET
 
     text = core(rows, None)
     if len(text) > budget:  # extreme: fold the least serious rows, never recreate/stale
-        serious = (RECREATE_CLASS, NATIVE_CLASS, STALE)
+        serious = (RECREATE_CLASS, REPLACE_CLASS, NATIVE_CLASS, STALE)
         keep = [c for c in changed if c.klass in serious]
         fold = [c for c in changed if c.klass not in serious]
         while fold and len(text) > budget:

@@ -13,13 +13,14 @@ from raygitops.preview.impact import (
     IN_PLACE,
     NATIVE_CLASS,
     RECREATE_CLASS,
+    REPLACE_CLASS,
     STALE,
     UNCHANGED,
     Report,
 )
 from raygitops.preview.wording import change_kind, others_line, plural, pods, value, verdict
 
-COLOURS = {RECREATE_CLASS: "red", NATIVE_CLASS: "red", STALE: "yellow", IN_PLACE: "cyan", CREATE: "green",
+COLOURS = {RECREATE_CLASS: "red", REPLACE_CLASS: "blue", NATIVE_CLASS: "red", STALE: "yellow", IN_PLACE: "cyan", CREATE: "green",
            DELETE: "magenta", UNCHANGED: None}
 OP_MARKS = {"add": "+", "remove": "-", "replace": "~", "move": ">", "copy": "+"}
 
@@ -34,7 +35,7 @@ def render(report: Report, base: Any, head: Any, *, color: bool = False) -> str:
     out: list[str] = []
     out.append(f"raygitops diff {head.path}: base {base.describe()} -> head {head.describe()}")
     v = report.verdict
-    out.append(style(verdict(report), fg={"recreate": "red", "delete": "red", "stale": "yellow"}.get(v, "green"),
+    out.append(style(verdict(report), fg={"recreate": "red", "replace": "red", "delete": "red", "stale": "yellow"}.get(v, "green"),
                      bold=True))
     for note in report.notes:
         out.append(f"note: {note}")

@@ -12,6 +12,7 @@ from raygitops.preview.impact import (
     IN_PLACE,
     NATIVE_CLASS,
     RECREATE_CLASS,
+    REPLACE_CLASS,
     STALE,
     PodCount,
     Report,
@@ -37,6 +38,10 @@ def verdict(report: Report) -> str:
         if report.count(NATIVE_CLASS):
             line += f", {report.count(NATIVE_CLASS)} of them by KubeRay's native Recreate after the sync"
         serious.append(line)
+    replaced = report.count(REPLACE_CLASS)
+    if replaced:
+        serious.append(f"replaces worker groups of {plural(replaced, 'RayCluster')} "
+                       f"({pods(report.pods(REPLACE_CLASS))}; heads kept)")
     if deleted:
         serious.append(f"deletes {plural(deleted, 'RayCluster')} ({pods(report.pods(DELETE))} go)")
     if stale:
@@ -58,7 +63,7 @@ def verdict(report: Report) -> str:
 
 
 def verdict_mark(report: Report) -> str:
-    return {"recreate": "⚠️", "delete": "⚠️", "stale": "🟡", "changes": "✅", "none": "✅"}[report.verdict]
+    return {"recreate": "⚠️", "replace": "⚠️", "delete": "⚠️", "stale": "🟡", "changes": "✅", "none": "✅"}[report.verdict]
 
 
 def value(v: Any, limit: int = 80) -> str:
