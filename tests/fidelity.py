@@ -18,7 +18,9 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "kuberay-1.6.md"
 STRATEGY_ANNOTATION = "raygitops.dev/upgrade-strategy"
 
 # diff's class -> who replaces the pods, as the e2e test observes it
-OBSERVED = {"recreate": "hook", "native-recreate": "operator", "stale": "kept", "in-place": "kept"}
+# ("hook-groups": the hook replaced worker groups' pods and the head pod was kept)
+OBSERVED = {"recreate": "hook", "replace": "hook-groups", "native-recreate": "operator", "stale": "kept",
+            "in-place": "kept"}
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,8 @@ REGIMES = {
     "both-1.6": Regime("raygitops + native on 1.6", "1.6", True, None, "Recreate"),
     "native-1.6": Regime("native only on 1.6", "1.6", True, "None", "Recreate"),
     "nothing-1.6": Regime("nothing on 1.6", "1.6", False, None, None),
+    "replacegroups-1.5": Regime("ReplaceGroups on 1.5", "1.5", False, "ReplaceGroups", None),
+    "replacegroups-1.6": Regime("ReplaceGroups on 1.6", "1.6", False, "ReplaceGroups", None),
 }
 
 

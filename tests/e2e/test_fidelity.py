@@ -108,12 +108,15 @@ class Regime:
         out = {}
         for doc in self.base_docs:
             name = doc["metadata"]["name"]
-            who = [w for w, yes in (("hook", self.hook[name].get("outcome") == "recreated"),
+            outcome = self.hook[name].get("outcome")
+            who = [w for w, yes in (("hook", outcome == "recreated"), ("hook-groups", outcome == "replaced"),
                                     ("operator", name in by_operator)) if yes]
             replaced = now.get(name) != self.heads[name]
             out[name] = "+".join(who) if who else ("kept" if not replaced else "replaced by nobody known")
-            if who and not replaced:
+            if who and who != ["hook-groups"] and not replaced:
                 out[name] += " (but the head pod was not replaced)"
+            if "hook-groups" in who and replaced:
+                out[name] += " (but the head pod was replaced too)"
         return out
 
 

@@ -224,6 +224,16 @@ def test_terminating_pods_count_as_unavailable_and_are_not_deleted_twice():
     assert batch.delete == [] and batch.groups[0].unavailable == 1
 
 
+def test_done_once_no_stale_pod_is_left_even_while_the_last_replacements_start():
+    """Readiness of the last batch is the wait-ready step's (skipped with --no-wait-ready)."""
+    kube, live = _cluster_without_pods()
+    plan = plan_for(two_groups(big_image=NEW), "2")
+    _pods(kube, live, "big", 2, plan.hashes.workers["big"])
+    _pods(kube, live, "big", 2, plan.hashes.workers["big"], ready=False)
+    batch = replace.next_batch(plan, _applied(plan, live), kube.pods_of("demo"), ["big"])
+    assert batch.done and batch.delete == [] and "2 of 4 Ready" in batch.describe()
+
+
 def test_done_when_every_pod_runs_the_new_template_ready():
     kube, live = _cluster_without_pods()
     plan = plan_for(two_groups(big_image=NEW), "1")
@@ -247,14 +257,15 @@ def test_removed_group_pods_are_deleted_at_once_but_only_the_clusters_own():
 
 
 def test_the_replica_count_is_read_from_the_live_spec_each_turn():
-    """The autoscaler moved big from 4 to 6 replicas: six new pods are wanted."""
+    """The autoscaler moved big from 4 to 6 replicas: six are wanted (the two missing ones are
+    the operator's to create; nothing stale is left, so wait-ready counts them)."""
     kube, live = _cluster_without_pods()
     plan = plan_for(two_groups(big_image=NEW), "100%")
     _pods(kube, live, "big", 4, plan.hashes.workers["big"])
     applied = _applied(plan, live)
     next(g for g in applied["spec"]["workerGroupSpecs"] if g["groupName"] == "big")["replicas"] = 6
     batch = replace.next_batch(plan, applied, kube.pods_of("demo"), ["big"])
-    assert not batch.done and batch.groups[0].want == 6
+    assert batch.groups[0].want == 6 and "4 of 6 Ready with the new template" in batch.describe()
 
 
 def test_summary_wording():

@@ -11,8 +11,9 @@ rolling update does with ``maxUnavailable`` and ``maxSurge: 0``:
 - pods of a worker group the spec no longer has are all deleted (their group is gone);
 - the head and every group not being replaced are never touched, and only pods the
   RayCluster owns are candidates (a pod that merely carries the label is not);
-- the group counts as done when no stale pod is left and as many pods with the desired
-  hash are Ready as the spec asks for.
+- the replacement is done when no stale pod is left; waiting for the last replacements to
+  be Ready is the cycle's wait-ready step (skipped with ``--no-wait-ready``, as after a
+  full cycle).
 
 The spec's replica count is read on every turn: the autoscaler may move it while a group is
 replaced, and the hook never writes it (nor ``workersToDelete``).
@@ -42,7 +43,7 @@ class GroupState:
     max_unavailable: int
 
     @property
-    def done(self) -> bool:
+    def settled(self) -> bool:
         return self.stale == 0 and self.fresh_ready >= self.want
 
     def describe(self) -> str:
@@ -60,10 +61,11 @@ class Batch:
 
     @property
     def done(self) -> bool:
-        return self.removed == 0 and all(g.done for g in self.groups)
+        """No stale pod left to delete (the replacements may still be starting)."""
+        return self.removed == 0 and all(g.stale == 0 for g in self.groups)
 
     def describe(self) -> str:
-        parts = [g.describe() for g in self.groups if not g.done]
+        parts = [g.describe() for g in self.groups if not g.settled]
         if self.removed:
             parts.append(f"{self.removed} pods of removed groups")
         return "; ".join(parts) or "every replaced group is Ready with the new template"
