@@ -16,6 +16,11 @@ same run, interleaved:
    patch` new spec + resume (target <= 0.8). The last-pod-deleted -> resume-write latency
    seen by an independent watcher is printed beside it (must stay < 0.5 s).
 3. N clusters drifted at once with `--max-parallel N` / one cluster, wall (target <= 1.5).
+4. ReplaceGroups (issue #22): a head + group `keep` (2 pods) + group `big` (4 pods), only
+   big's image changed, max-unavailable 2: wall from hook start to every pod replaced and
+   Ready / the Recreate cycle of the same cluster and change, both with --wait-ready
+   (target <= 1.5). Checked on every run, printed: head restarts 0, pods of `keep` deleted 0,
+   the fewest Ready pods of `big` seen while it was replaced >= 4 - 2.
 Full mode: 1,000 clusters, 20 at once, more rounds, and with --write-docs the hook's scale
 curve (10, 100, 1,000 clusters) into docs/performance.md. Quick mode (tests/run.sh): 100
 clusters, 5 at once, fails only above 1.5x a target (or today's level).
@@ -56,20 +61,22 @@ OLD, NEW = "rayproject/ray:2.41.0", "rayproject/ray:2.42.0"
 LATENCY_TARGET = 0.5
 
 
-def spec(image: str, workers: int, node: str | None) -> dict[str, Any]:
-    def pod(name: str) -> dict[str, Any]:
+def spec(image: str, workers: int, node: str | None, big: tuple[int, str] | None = None) -> dict[str, Any]:
+    """Head + group ``w`` of ``workers`` pods; with ``big`` (pods, image) a second group ``big``."""
+    def pod(name: str, image: str = image) -> dict[str, Any]:
         s: dict[str, Any] = {"containers": [{"name": name, "image": image,
                                              "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
         if node:
             s["nodeName"] = node
         return {"spec": s}
 
-    return {
-        "rayVersion": "2.41.0",
-        "headGroupSpec": {"rayStartParams": {}, "template": pod("ray-head")},
-        "workerGroupSpecs": [{"groupName": "w", "replicas": workers, "minReplicas": 0, "maxReplicas": 10,
-                              "rayStartParams": {}, "template": pod("ray-worker")}],
-    }
+    groups = [{"groupName": "w", "replicas": workers, "minReplicas": 0, "maxReplicas": 10,
+               "rayStartParams": {}, "template": pod("ray-worker")}]
+    if big:
+        groups.append({"groupName": "big", "replicas": big[0], "minReplicas": 0, "maxReplicas": 10,
+                       "rayStartParams": {}, "template": pod("ray-worker", big[1])})
+    return {"rayVersion": "2.41.0", "headGroupSpec": {"rayStartParams": {}, "template": pod("ray-head")},
+            "workerGroupSpecs": groups}
 
 
 def manifest(name: str, ns: str, s: dict[str, Any]) -> dict[str, Any]:
@@ -85,9 +92,11 @@ def manifest(name: str, ns: str, s: dict[str, Any]) -> dict[str, Any]:
             "spec": s}
 
 
-def plan_for(ns: str, names: list[str], s: dict[str, Any], settings: HookSettings) -> Plan:
+def plan_for(ns: str, names: list[str], s: dict[str, Any], settings: HookSettings,
+             strategy: str = "Recreate", max_unavailable: str | None = None) -> Plan:
     hashes, shaping = hash_cluster(s), pod_shaping_spec(s)
-    return Plan(ns, [ClusterPlan(n, "Recreate", hashes, shaping) for n in names], settings)
+    return Plan(ns, [ClusterPlan(n, strategy, hashes, shaping, max_unavailable=max_unavailable) for n in names],
+                settings)
 
 
 def fake_pods(name: str, ns: str, s: dict[str, Any], workers: int) -> list[dict[str, Any]]:
@@ -396,6 +405,84 @@ def parallel(plane: Any, hook: Hook, tmp: Path, clusters: int, repeats: int) -> 
                   walls, floors, floor_name="the same hook, one drifted cluster")
 
 
+class ReadyFloor:
+    """Samples the Ready, non-terminating pods of one group while the hook runs."""
+
+    def __init__(self, plane: Any, ns: str, cluster: str, group: str):
+        self.kube = Kube(load_credentials(plane.kubeconfig, None))
+        self.args = (ns, f"ray.io/cluster={cluster},ray.io/group={group}")
+        self.samples: list[int] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.done.wait(0.05):
+            pods, _ = self.kube.list_pods(*self.args)
+            self.samples.append(sum(1 for p in pods if not p["metadata"].get("deletionTimestamp") and any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in p.get("status", {}).get("conditions", []))))
+
+    def lowest(self) -> int:
+        self.done.set()
+        self.thread.join(10)
+        return min(self.samples)
+
+
+def replace_groups(plane: Any, hook: Hook, tmp: Path, repeats: int) -> Figure:
+    keep, big, limit = 2, 4, 2
+    print(f"== ReplaceGroups: head + keep ({keep}) + big ({big}), big's image changed, max-unavailable {limit} "
+          "(vs the Recreate cycle of the same change)", flush=True)
+    plane.start_operator()
+    node = "kwok-node-0" if plane.has("kwok") and not plane.has("kube-scheduler") else None
+    ns = plane.create_namespace(controlplane.unique_name("bench-replace"))
+    old, new = spec(OLD, keep, node, (big, OLD)), spec(OLD, keep, node, (big, NEW))
+    settings = HookSettings(timeout_seconds=300, drain_grace_seconds=60, wait_ready=True)
+    rounds = iter(range(10 ** 6))
+    lowest: list[int] = []
+
+    def uids(name: str) -> dict[str, set[str]]:
+        out: dict[str, set[str]] = {}
+        for p in plane.kubectl_json("get", "pods", "-n", ns, "-l", f"ray.io/cluster={name}")["items"]:
+            if not p["metadata"].get("deletionTimestamp"):
+                out.setdefault(p["metadata"]["labels"]["ray.io/group"], set()).add(p["metadata"]["uid"])
+        return out
+
+    def run(strategy: str) -> float:
+        name = f"{strategy.lower()}-{next(rounds)}"
+        fresh(plane, ns, name, old, 1 + keep + big)
+        plane.wait_for(lambda: all(p.get("status", {}).get("phase") == "Running" for p in plane.kubectl_json(
+            "get", "pods", "-n", ns, "-l", f"ray.io/cluster={name}")["items"]), timeout=120, message="running")
+        before = uids(name)
+        p = tmp / f"replace-{name}.json"
+        p.write_text(plan_for(ns, [name], new, settings, strategy, str(limit) if strategy != "Recreate" else None)
+                     .dumps())
+        floor = ReadyFloor(plane, ns, name, "big")
+        report, wall, _ = hook.run([p], "--wait-ready")
+        least = floor.lowest()
+        after = uids(name)
+        done = report["summary"].get("replaced" if strategy != "Recreate" else "recreated")
+        if done != 1:
+            raise BenchmarkError(f"{strategy}: {report['summary']}")
+        if strategy != "Recreate":
+            head_restarts = len(before["headgroup"] - after["headgroup"])
+            keep_deleted = len(before["w"] - after["w"])
+            if head_restarts or keep_deleted or least < big - limit or after["big"] & before["big"]:
+                raise BenchmarkError(f"ReplaceGroups: head restarts {head_restarts}, keep deleted {keep_deleted}, "
+                                     f"fewest Ready of big {least} (floor {big - limit}), "
+                                     f"old big pods left {len(after['big'] & before['big'])}")
+            lowest.append(least)
+        print(f"   {strategy:13} {name}: {wall:.2f}s, fewest Ready pods of big {least}", flush=True)
+        plane.kubectl("delete", "raycluster", name, "-n", ns, "--wait=false")
+        return wall
+
+    walls, floors = interleaved(lambda: run("ReplaceGroups"), lambda: run("Recreate"), repeats)
+    plane.delete_namespace(ns)
+    return Figure("ReplaceGroups, 4 of 7 pods replaced 2 at a time / Recreate cycle of the same change "
+                  "(process, --wait-ready)", 1.5, walls, floors, floor_name="the hook's Recreate cycle",
+                  notes=f"head restarts 0, pods of the other group deleted 0, fewest Ready pods of the "
+                        f"replaced group {min(lowest)} (floor {big - limit}), every run")
+
+
 def main() -> int:
     args = arguments(__doc__, quick_repeats=2, full_repeats=5)
     clusters, pods, at_once = (100, 2, 5) if args.quick else (1000, 3, 20)
@@ -405,7 +492,8 @@ def main() -> int:
         hook = Hook(plane, tmp)
         figures = [*no_drift(plane, hook, tmp, clusters, pods, args.repeats),
                    cycle(plane, hook, tmp, args.repeats, workers=2 if args.quick else 4),
-                   parallel(plane, hook, tmp, at_once, args.repeats)]
+                   parallel(plane, hook, tmp, at_once, args.repeats),
+                   replace_groups(plane, hook, tmp, args.repeats)]
         ok = report(figures, args.quick)
         if args.write_docs and not args.quick:
             write_doc_section("bench_presync", f"Machine: {machine()}.\n\n{doc_table(figures)}")
