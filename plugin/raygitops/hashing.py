@@ -200,9 +200,9 @@ def digest_of(value: str) -> str:
     return value.rsplit("-", 1)[1]
 
 
-def stamp_group(group: dict[str, Any], value: str) -> None:
-    """Write ``value`` into the group's template annotations (KubeRay copies them onto every
-    pod it creates), creating template metadata as needed; mutates ``group``."""
+def stamp_group(group: dict[str, Any], value: str, key: str = HASH_ANNOTATION) -> None:
+    """Write ``value`` into the group's template annotation ``key`` (KubeRay copies them onto
+    every pod it creates), creating template metadata as needed; mutates ``group``."""
     template = group.get("template")
     if not isinstance(template, dict):
         raise RaygitopsError(f"group {group.get('groupName', 'head')!r} has no pod template")
@@ -211,4 +211,4 @@ def stamp_group(group: dict[str, Any], value: str) -> None:
     metadata = template["metadata"]
     if not isinstance(metadata.get("annotations"), dict):
         metadata["annotations"] = {}
-    metadata["annotations"][HASH_ANNOTATION] = value
+    metadata["annotations"][key] = value

@@ -42,6 +42,16 @@ LABELS = {
 }
 
 
+def _config_rules(plan: Plan) -> list[dict[str, Any]]:
+    """The ConfigMaps the hook makes live before new pods start (presync.configlive): read and
+    patch only those by name; create (which RBAC cannot limit by name) for one not there yet."""
+    if not plan.config_maps:
+        return []
+    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": sorted(plan.config_maps),
+             "verbs": ["get", "patch"]},
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+
+
 def _hook_annotations(wave: int, helm: bool) -> dict[str, str]:
     if helm:
         return {
@@ -160,7 +170,8 @@ def hook_resources(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
             "rules": [*(dict(rule) for rule in RULES),
                       # only its own Job, only to write a failure's reason on it
                       {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [_job_name(plan, settings)],
-                       "verbs": ["patch"]}],
+                       "verbs": ["patch"]},
+                      *_config_rules(plan)],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

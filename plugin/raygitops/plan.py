@@ -41,6 +41,10 @@ class ClusterPlan:
     rules: HashRules = field(default=NO_RULES, compare=False)
     # ReplaceGroups only: how many pods of a changed group may be missing at once ("2", "25%")
     max_unavailable: str | None = None
+    # config hashes by group key ("head", "worker:<name>"), and the app's ConfigMaps the
+    # groups read (configrefs): the hook makes their content live before new pods start
+    config: dict[str, str] = field(default_factory=dict)
+    config_maps: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -55,6 +59,9 @@ class ClusterPlan:
             data["nativeRecreate"] = True
         if self.max_unavailable is not None:
             data["maxUnavailable"] = self.max_unavailable
+        if self.config:  # absent otherwise: plans without config keep their digest
+            data["configHashes"] = dict(sorted(self.config.items()))
+            data["configMaps"] = list(self.config_maps)
         return data
 
     @classmethod
@@ -68,7 +75,23 @@ class ClusterPlan:
             owner=data.get("owner"),
             native=data.get("nativeRecreate") is True,
             max_unavailable=_max_unavailable(data),
+            config={str(k): str(v) for k, v in (data.get("configHashes") or {}).items()},
+            config_maps=tuple(convert.string_list(data.get("configMaps") or [])),
         )
+
+
+def _config_maps(value: Any) -> dict[str, dict[str, Any]]:
+    """``configMaps`` of a plan read back: name -> {data, binaryData} of string maps."""
+    if not isinstance(value, dict):
+        raise ValueError("configMaps is not a mapping")
+    out = {}
+    for name, body in value.items():
+        if not isinstance(body, dict) or not all(
+                isinstance(body.get(k, {}), dict) and all(isinstance(v, str) for v in body.get(k, {}).values())
+                for k in ("data", "binaryData")):
+            raise ValueError(f"configMaps[{name!r}] is not data/binaryData string maps")
+        out[str(name)] = {k: dict(body[k]) for k in ("data", "binaryData") if k in body}
+    return out
 
 
 def _max_unavailable(data: dict[str, Any]) -> str | None:
@@ -127,9 +150,11 @@ class Plan:
     app: str | None = None
     # the template keys the desired hashes leave out (HashRules): the hook hashes live specs alike
     hash_ignore: tuple[str, ...] = ()
+    # the content (data, binaryData) of the app's ConfigMaps its clusters' pods read, by name
+    config_maps: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        data = {
             "apiVersion": PLAN_API_VERSION,
             "kind": PLAN_KIND,
             "scheme": SCHEME,
@@ -140,6 +165,9 @@ class Plan:
             "settings": self.settings.to_json(),
             "clusters": [c.to_json() for c in self.clusters],
         }
+        if self.config_maps:
+            data["configMaps"] = self.config_maps
+        return data
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
@@ -166,6 +194,7 @@ class Plan:
                 settings=HookSettings.from_json(data.get("settings") or {}),
                 app=data.get("app"),
                 hash_ignore=ignore,
+                config_maps=_config_maps(data.get("configMaps") or {}),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise RaygitopsError(f"malformed plan: {type(err).__name__}: {err}") from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops import crdschema, native, strategy
+from raygitops import configrefs, crdschema, native, strategy
 from raygitops.errors import RaygitopsError, printable
 from raygitops.hashing import (
     HASHES_ANNOTATION,
@@ -23,7 +23,7 @@ from raygitops.hashing import (
 from raygitops.hookresources import LABELS as HOOK_LABELS
 from raygitops.hookresources import hook_resources
 from raygitops.k8snames import object_problem
-from raygitops.objmeta import set_annotation
+from raygitops.objmeta import annotations, set_annotation
 from raygitops.plan import ClusterPlan, HookSettings, Plan
 from raygitops.settings import Settings
 from raygitops.yamlio import Document
@@ -38,6 +38,8 @@ class RenderedCluster:
     plan: ClusterPlan
     spec: dict[str, Any]
     source: str
+    untracked: list[str] = field(default_factory=list)  # "Kind/name" its pods read, not hashed (configrefs)
+    config: dict[str, dict[str, Any]] = field(default_factory=dict)  # tracked ConfigMaps' content by name
 
     @property
     def key(self) -> str:
@@ -68,6 +70,34 @@ def _write_hashes(spec: dict[str, Any], hashes: GroupHashes) -> None:
     stamp_group(spec["headGroupSpec"], hashes.head)
     for group in spec.get("workerGroupSpecs") or []:
         stamp_group(group, hashes.workers[group["groupName"]])
+
+
+def _stamp_config(obj: dict[str, Any], spec: dict[str, Any],
+                  configmaps: dict[str, dict[str, Any]]) -> tuple[dict[str, str], list[str], list[str]]:
+    """Stamp each group template with its config hash (or remove a stale one); the hashes by
+    group key, the tracked ConfigMap names and the untracked references."""
+    track = annotations(obj).get(configrefs.TRACK_ANNOTATION, "true")
+    if not isinstance(track, str):
+        raise RaygitopsError(f"annotation {configrefs.TRACK_ANNOTATION}: is {type(track).__name__} "
+                             f"{printable(repr(track))[:40]}, not a string (quote it: 'false')")
+    if track not in ("true", "false"):
+        raise RaygitopsError(f"annotation {configrefs.TRACK_ANNOTATION}: {printable(repr(track))[:60]} "
+                             "is not true or false")
+    groups = [("head", spec["headGroupSpec"])] + [(f"worker:{g['groupName']}", g)
+                                                  for g in spec.get("workerGroupSpecs") or []]
+    hashes: dict[str, str] = {}
+    found = []
+    for key, group in groups:
+        config = configrefs.group_config(group.get("template"), configmaps if track == "true" else {})
+        found.append(config)
+        meta = (group.get("template") or {}).get("metadata")
+        if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
+            meta["annotations"].pop(configrefs.CONFIG_HASH_ANNOTATION, None)
+        if config.hash:
+            stamp_group(group, config.hash, configrefs.CONFIG_HASH_ANNOTATION)
+            hashes[key] = config.hash
+    untracked = sorted({u for c in found for u in c.untracked}) if track == "true" else []
+    return hashes, configrefs.tracked_names(found), untracked
 
 
 def _check_object(doc: Document) -> tuple[str, str, str]:
@@ -130,7 +160,8 @@ def _check_schema(spec: dict[str, Any], kuberay_version: str | None) -> list[str
     return found.warnings
 
 
-def _render_cluster(doc: Document, namespace: str | None, settings: Settings) -> tuple[RenderedCluster, list[str]]:
+def _render_cluster(doc: Document, namespace: str | None, settings: Settings,
+                    configmaps: dict[str, dict[str, Any]]) -> tuple[RenderedCluster, list[str]]:
     """The rendered cluster and the warnings about it."""
     obj = doc.obj
     if "name" not in obj["metadata"]:
@@ -146,6 +177,7 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings) ->
     rules = HashRules(tuple(settings.hash_ignore))
     hashes = hash_spec(shaping, rules)
     _write_hashes(spec, hashes)
+    config, tracked, untracked = _stamp_config(obj, spec, configmaps)
     # The plan carries the stamped templates: the hook's resume patch writes them, and pods
     # created right after it must already carry their hash.
     shaping = pod_shaping_spec(spec)
@@ -160,8 +192,25 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings) ->
         native=strategy.native_recreate(obj),
         rules=rules,
         max_unavailable=strategy.max_unavailable(obj, chosen),
+        config=config,
+        config_maps=tuple(tracked),
     )
-    return RenderedCluster(namespace, cluster.name, cluster, spec, f"{doc.path}:{doc.line}"), warnings
+    contents = {name: configrefs.content(configmaps[name]) for name in tracked}
+    return RenderedCluster(namespace, cluster.name, cluster, spec, f"{doc.path}:{doc.line}", untracked,
+                           contents), warnings
+
+
+def _configmaps(documents: list[Document], default_namespace: str | None) -> dict[str | None, dict[str, dict]]:
+    """The app's ConfigMaps by namespace and name (a pre-pass: a RayCluster may come first)."""
+    out: dict[str | None, dict[str, dict]] = {}
+    for doc in documents:
+        obj = doc.obj
+        meta = obj.get("metadata") if isinstance(obj, dict) else None
+        if isinstance(meta, dict) and obj.get("apiVersion") == "v1" and obj.get("kind") == configrefs.CONFIGMAP \
+                and isinstance(meta.get("name"), str):
+            namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else default_namespace
+            out.setdefault(namespace, {})[meta["name"]] = obj
+    return out
 
 
 def render_documents(
@@ -176,6 +225,7 @@ def render_documents(
     # raygitops' own hook objects in the input (a rendered stream rendered again) are made
     # anew below: render is idempotent
     documents = [d for d in documents if not _is_own_hook_object(d.obj)]
+    configmaps = _configmaps(documents, default_namespace)
     for doc in documents:
         group, kind, name = _check_object(doc)
         obj = doc.obj
@@ -196,7 +246,7 @@ def render_documents(
                 # for Helm it stays where Helm puts it, and so does the hook.
                 if namespace:
                     obj["metadata"].setdefault("namespace", namespace)
-                cluster, warnings = _render_cluster(doc, namespace, settings)
+                cluster, warnings = _render_cluster(doc, namespace, settings, configmaps.get(namespace, {}))
                 result.warnings += [f"{printable(where)}: {w}" for w in [*strategy.annotation_warnings(obj), *warnings]]
                 result.clusters.append(cluster)
             elif group == "ray.io" and kind in strategy.EMBEDDED_SPEC:
@@ -232,6 +282,8 @@ def render_documents(
             settings=hook,
             app=app,
             hash_ignore=tuple(settings.hash_ignore),
+            config_maps={name: configrefs.content(configmaps[ns][name]) for c in result.clusters if c.namespace == ns
+                         for name in c.plan.config_maps},
         )
         result.plans.append(plan)
         for hook_object in hook_resources(plan, settings):

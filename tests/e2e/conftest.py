@@ -106,6 +106,12 @@ def control_plane_next(_e2e_binaries) -> controlplane.ControlPlane:
     yield from _plane(version)
 
 
+@pytest.fixture(params=["kuberay", "kuberay-next"])
+def plane(request) -> controlplane.ControlPlane:
+    """Each operator in turn: KubeRay 1.5 (``control_plane``) and KUBERAY_NEXT_VERSION."""
+    return request.getfixturevalue("control_plane" if request.param == "kuberay" else "control_plane_next")
+
+
 @pytest.fixture(scope="session")
 def control_plane_jobs(_e2e_binaries) -> controlplane.ControlPlane:
     """A control plane whose Job pods stay Pending for a runner (tests/e2e/jobrunner.py)

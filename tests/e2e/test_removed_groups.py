@@ -20,11 +20,6 @@ pytestmark = pytest.mark.e2e
 LEFT_ALONE_SECONDS = 30  # how long the removed group's pods are watched without raygitops
 
 
-@pytest.fixture(params=["kuberay", "kuberay-next"])
-def plane(request) -> controlplane.ControlPlane:
-    return request.getfixturevalue("control_plane" if request.param == "kuberay" else "control_plane_next")
-
-
 @pytest.fixture
 def app(plane, tmp_path):
     ns = plane.create_namespace(controlplane.unique_name("e2e-groups"))

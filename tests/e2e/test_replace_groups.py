@@ -28,11 +28,6 @@ pytestmark = pytest.mark.e2e
 NEW = "rayproject/ray:2.42.0"
 
 
-@pytest.fixture(params=["kuberay", "kuberay-next"])
-def plane(request) -> controlplane.ControlPlane:
-    return request.getfixturevalue("control_plane" if request.param == "kuberay" else "control_plane_next")
-
-
 class HookApp(App):
     """An :class:`App` whose hook runs with the rendered ServiceAccount's token."""
 

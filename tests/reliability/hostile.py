@@ -501,6 +501,23 @@ def catalog() -> list[Case]:
                                                     "  annotations:\n    raygitops.dev/upgrade-strategy: ReplaceGroups\n"
                                                     "spec: {}\n"},
              message="ReplaceGroups is not allowed on a RayJob", group="replace-groups"))
+    # --- config hashes (issue #22): the switch and odd references render or fail cleanly
+    reads = cluster().replace("        - name: w\n", "        - name: w\n          envFrom: [{configMapRef: {name: cfg}}]\n", 1)
+    cfg = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {a: '1'}\n"
+    for name, value in {"no": "'no'", "bool": "false", "int": "0", "list": "[a]", "empty": "''"}.items():
+        add(Case(f"hash-config-{name}", {"c.yaml": reads.replace(
+            "upgrade-strategy: Recreate\n", f"upgrade-strategy: Recreate\n    raygitops.dev/hash-config: {value}\n") + cfg},
+            message="c.yaml:1: annotation raygitops.dev/hash-config", group="config-hash"))
+    odd_refs = {"name-list": "envFrom: [{configMapRef: {name: [cfg]}}]", "ref-string": "envFrom: [{configMapRef: cfg}]",
+                "envfrom-map": "envFrom: {configMapRef: {name: cfg}}", "env-valuefrom-list": "env: [{name: A, valueFrom: [1]}]",
+                "nul-name": 'envFrom: [{configMapRef: {name: "c\\0fg"}}]'}
+    for name, text in odd_refs.items():
+        add(Case(f"config-ref-{name}", {"c.yaml": cluster().replace(
+            "        - name: w\n", f"        - name: w\n          {text}\n", 1) + cfg}, expect="any", group="config-hash"))
+    for name, data in {"data-list": "data: [1]", "data-null": "data: null", "binary-int": "binaryData: {a: 5}",
+                       "data-nested": "data: {a: {b: 1}}"}.items():
+        add(Case(f"config-content-{name}", {"c.yaml": reads + cfg.replace("data: {a: '1'}", data)},
+                 expect="any", group="config-hash"))
     add(Case("owner-refs-bool", {"c.yaml": cluster().replace("metadata:\n", "metadata:\n  ownerReferences: true\n", 1)},
              message="ownerReferences is bool True, not a list", group="shapes"))
 

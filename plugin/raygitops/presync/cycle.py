@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 from raygitops import objmeta
 from raygitops.plan import ClusterPlan
-from raygitops.presync import drain, drift, events, patches, replace
+from raygitops.presync import configlive, drain, drift, events, patches, replace
 from raygitops.presync.budget import Budget
 from raygitops.presync import lock as locks
 from raygitops.presync.kubeapi import ApiError, Conflict
@@ -167,8 +167,10 @@ def test_pause(step: str, log: Log, cluster: str) -> None:
 
 class Cycle:
     def __init__(self, kube: Any, log: Log, namespace: str, plan: ClusterPlan, decision: drift.Decision,
-                 opts: Options, holder: str, clock: Callable[[], float] = time.time):
+                 opts: Options, holder: str, clock: Callable[[], float] = time.time,
+                 config_maps: dict[str, dict[str, Any]] | None = None):
         self.kube, self.log, self.ns, self.plan = kube, log, namespace, plan
+        self.config_maps = config_maps or {}  # the plan's ConfigMap contents (configlive)
         self.decision, self.opts, self.holder, self.clock = decision, opts, holder, clock
         self.key = f"{namespace}/{plan.name}"
         self.target = plan.hashes.to_json()
@@ -390,6 +392,13 @@ class Cycle:
 
     # ------------------------------------------------------------------ ReplaceGroups
 
+    def _make_config_live(self) -> None:
+        """The desired ConfigMaps, before any write that lets new pods start."""
+        written = configlive.make_live(self.kube, self.ns, self.plan, self.config_maps)
+        if written:
+            self.log.info(self.key, "config", f"wrote the desired content of ConfigMap {', '.join(written)} "
+                          "before new pods start")
+
     def _start_replacing(self, lock: locks.Lock) -> None:
         """One write: the desired spec (every template stamped with its desired hash, the
         scaling fields kept from the live object) and the ``replacing`` lock; from here on
@@ -397,6 +406,7 @@ class Cycle:
         lock = replace_lock(lock, self.groups, self.clock())
         if self.started is None:
             self.started = time.monotonic()
+        self._make_config_live()
         self._patch(patches.resume_patch(self.live, self.plan, lock))
         self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
         kept = self._kept()
@@ -495,6 +505,7 @@ class Cycle:
             raise SuspendUndone()
 
     def _resume(self) -> None:
+        self._make_config_live()
         for attempt in range(MAX_CONFLICTS):
             if attempt:
                 self._get()
@@ -579,6 +590,7 @@ class Cycle:
                 if lock.phase == locks.SUSPENDED or (self.live.get("spec") or {}).get("suspend") is True:
                     resumed = lock.at(locks.RESUMED, self.clock())
                     if self.drain_zero_at is not None:
+                        self._make_config_live()
                         self._patch(patches.resume_patch(self.live, self.plan, resumed))
                         done = "; resumed with the desired spec (the drain had finished)"
                     else:

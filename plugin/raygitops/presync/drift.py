@@ -18,6 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from raygitops.configrefs import CONFIG_HASH_ANNOTATION
 from raygitops.crddefaults import strip_defaults
 from raygitops.hashing import (
     HASH_ANNOTATION,
@@ -253,6 +254,9 @@ def _group_drift(plan: ClusterPlan, spec: dict[str, Any], live_pods: list[dict[s
     source: dict[str, str | None] = {}
     compared: tuple[GroupHashes, GroupHashes] | None = None  # (live, desired), hashed once when needed
     for key, group_pods in sorted(by_group.items()):
+        config = _config_drift(plan, key, group_pods)
+        if config is not None:
+            drift[key] = config
         seen = Counter(annotations(p).get(HASH_ANNOTATION) or "" for p in group_pods)
         hashes = sorted(seen)
         source[key] = seen.most_common(1)[0][0] or _annotated(annotated, key)
@@ -273,6 +277,26 @@ def _group_drift(plan: ClusterPlan, spec: dict[str, Any], live_pods: list[dict[s
             if live_h is None or desired_h is None or digest_of(live_h) != digest_of(desired_h):
                 drift[key] = GroupDrift(desired[key], hashes, "spec-hash", len(group_pods))
     return drift, _to_hashes(source)
+
+
+def runs_desired(pod: dict[str, Any], plan: ClusterPlan, key: str) -> bool:
+    """Whether a pod of group ``key`` was made from the desired template and, where the group
+    reads tracked config, with the desired config hash."""
+    ann = annotations(pod)
+    if ann.get(HASH_ANNOTATION) != plan.hashes.groups().get(key):
+        return False
+    return key not in plan.config or ann.get(CONFIG_HASH_ANNOTATION) == plan.config[key]
+
+
+def _config_drift(plan: ClusterPlan, key: str, group_pods: list[dict[str, Any]]) -> GroupDrift | None:
+    """A group whose pods carry a config hash other than the desired one (configrefs). A pod
+    without one (stamped before config hashing, or its config not tracked then) is never
+    drift by it: upgrading raygitops recreates nothing."""
+    desired = plan.config.get(key)
+    seen = sorted({annotations(p).get(CONFIG_HASH_ANNOTATION) or "" for p in group_pods})
+    if desired and any(h and h != desired for h in seen):
+        return GroupDrift(desired, seen, "config-hash", len(group_pods))
+    return None
 
 
 def _conclude(d: Decision, plan: ClusterPlan, live: dict[str, Any], live_pods: list[dict[str, Any]]) -> Decision:

@@ -24,10 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from raygitops.hashing import HASH_ANNOTATION
-from raygitops.objmeta import annotations, meta
+from raygitops.objmeta import meta
 from raygitops.plan import ClusterPlan
-from raygitops.presync.drift import group_key, owned_by, pod_ready, terminating
+from raygitops.presync.drift import group_key, owned_by, pod_ready, runs_desired, terminating
 from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE, resolve_max_unavailable
 
 
@@ -106,12 +105,11 @@ def next_batch(plan: ClusterPlan, live: dict[str, Any], pods: list[dict[str, Any
             batch.delete += sorted(group_pods, key=_name)
     limit_text = plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE
     for name in sorted(set(groups)):
-        desired = plan.hashes.workers.get(name)
-        if desired is None or name not in live_groups:
+        if name not in plan.hashes.workers or name not in live_groups:
             continue  # removed: handled above
         group_pods = by_group.get(name, [])
         want = wanted_pods(live_groups[name], autoscaled)
-        stale = [p for p in group_pods if annotations(p).get(HASH_ANNOTATION) != desired]
+        stale = [p for p in group_pods if not runs_desired(p, plan, f"worker:{name}")]
         ready = [p for p in group_pods if pod_ready(p)]
         limit = resolve_max_unavailable(limit_text, want)
         unavailable = max(0, want - len(ready))
@@ -119,7 +117,7 @@ def next_batch(plan: ClusterPlan, live: dict[str, Any], pods: list[dict[str, Any
         ready_stale = sorted((p for p in stale if pod_ready(p)), key=_name)
         room = max(0, limit - unavailable)
         batch.delete += unready_stale + ready_stale[:room]
-        fresh_ready = sum(1 for p in ready if annotations(p).get(HASH_ANNOTATION) == desired)
+        fresh_ready = sum(1 for p in ready if runs_desired(p, plan, f"worker:{name}"))
         batch.groups.append(GroupState(name, want, len(stale), fresh_ready, unavailable, limit))
     return batch
 

@@ -241,7 +241,9 @@ def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
     start = time.monotonic()
     report = Report(dry_run=opts.dry_run)
     by_key = {}
+    contents: dict[str, dict[str, dict[str, Any]]] = {}
     for plan in plans:
+        contents[plan.namespace] = plan.config_maps
         for entry in plan.clusters:
             by_key[f"{plan.namespace}/{entry.name}"] = entry
         report.decisions.extend(decide_namespace(kube, plan, log))
@@ -272,7 +274,8 @@ def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
                     return release(kube, d.namespace, d.name, not by_key[d.key].suspend, log)
                 if d.action == drift.VERIFY:
                     return verify(kube, by_key[d.key], d, opts, deadline, log)
-                return cycle.Cycle(kube, log, d.namespace, by_key[d.key], d, copts, holder).run()
+                return cycle.Cycle(kube, log, d.namespace, by_key[d.key], d, copts, holder,
+                                   config_maps=contents[d.namespace]).run()
             except Exception as err:  # noqa: BLE001 - one cluster's bug must not hide the others
                 log.error(d.key, "failed", f"{type(err).__name__}: {err}")
                 return cycle.Outcome(d.namespace, d.name, cycle.FAILED, f"{type(err).__name__}: {err}")

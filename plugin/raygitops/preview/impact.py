@@ -23,7 +23,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from raygitops import native
+from raygitops import configrefs, native
 from raygitops.hashing import GroupHashes
 from raygitops.preview.changes import DEFAULT_MASKING, FieldChange, Masking, field_changes
 from raygitops.presync.replace import listed
@@ -83,6 +83,7 @@ class GroupChange:
     base_hash: str | None
     head_hash: str | None
     pods: PodCount
+    config: tuple[str, ...] = ()  # a config-only change: "ConfigMap/<name> (keys a, b)"
 
     @property
     def label(self) -> str:
@@ -94,6 +95,7 @@ class GroupChange:
             "change": self.change,
             "hash": {"base": self.base_hash, "head": self.head_hash},
             "pods": self.pods.to_json(),
+            **({"config": list(self.config)} if self.config else {}),
         }
 
 
@@ -298,12 +300,38 @@ def _group_changes(base: RenderedCluster, head: RenderedCluster) -> list[GroupCh
     out: list[GroupChange] = []
     for group in list(new) + [g for g in old if g not in new]:
         before, after = old.get(group), new.get(group)
+        config: tuple[str, ...] = ()
         if before == after:
-            continue
+            config = _config_changes(base, head, group)
+            if not config:
+                continue
         change = "changed" if before and after else ("added" if after else "removed")
         spec = head.spec if after else base.spec
-        out.append(GroupChange(group, change, before, after, pods_of(spec, [group])))
+        out.append(GroupChange(group, change, before, after, pods_of(spec, [group]), config))
     return out
+
+
+def _config_changes(base: RenderedCluster, head: RenderedCluster, group: str) -> tuple[str, ...]:
+    """What changed in the config a group reads, when both sides hash it (a side without a
+    config hash, such as a render from before config hashes, recreates nothing)."""
+    old, new = base.plan.config.get(group), head.plan.config.get(group)
+    if not old or not new or old == new:
+        return ()
+    out = []
+    for name in sorted(set(base.plan.config_maps) | set(head.plan.config_maps)):
+        keys = configrefs.changed_keys(base.config.get(name), head.config.get(name))
+        if keys or (name in base.config) != (name in head.config):
+            out.append(f"ConfigMap/{name} (keys {', '.join(keys)})" if keys else f"ConfigMap/{name}")
+    return tuple(out) or ("its config",)
+
+
+def _what_changed(groups: list[GroupChange]) -> str:
+    """``template of a and config of b (ConfigMap/x (keys k))``."""
+    template = [g.label for g in groups if not g.config]
+    config = [g for g in groups if g.config]
+    parts = [f"template of {', '.join(template)}"] if template else []
+    parts += [f"config of {g.label} ({'; '.join(g.config)})" for g in config]
+    return " and ".join(parts)
 
 
 def _verb_groups(groups: list[GroupChange]) -> str:
@@ -357,7 +385,7 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
                                           plan_h.hashes)
     removed = [g for g in impact.groups if g.change == "removed"]
     added = [g for g in impact.groups if g.change == "added"]
-    names = _verb_groups(changed)
+    what_changed = _what_changed(changed)
     if (changed or removed) and plan_h.suspend:
         # The hook leaves a cluster whose desired spec is suspended alone; KubeRay deletes
         # its pods and creates them from the new template on resume.
@@ -369,7 +397,7 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
         impact.klass = STALE
         impact.pods = pods_of(head.spec, [g.group for g in changed])
         kind = plan_h.owner.split("/")[0]
-        impact.reason = (f"template of {names} changed, but the cluster is owned by "
+        impact.reason = (f"{what_changed} changed, but the cluster is owned by "
                          f"{plan_h.owner}: raygitops never recreates it (the {kind} "
                          "manages its clusters); running pods keep the old template")
     elif (changed or removed) and plan_h.strategy == REPLACE_GROUPS and not plan_h.owner \
@@ -381,6 +409,8 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
             impact.pods = impact.pods + g.pods
         impact.replacement = _replacement(plan_h, changed, removed, head.spec)
         impact.reason = f"opted in (ReplaceGroups): {replacement_words(impact.replacement)}"
+        if any(g.config for g in changed):
+            impact.reason += f" (the {what_changed} changed)"
     elif (changed or removed) and opted_in(plan_h.strategy) and not plan_h.owner:
         impact.klass = RECREATE_CLASS
         impact.pods = impact.pods_total
@@ -388,7 +418,7 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
             impact.pods = impact.pods + g.pods
         what = []
         if changed:
-            what.append(f"the template of {names} changed")
+            what.append(f"the {what_changed} changed")
         if removed:
             what.append(f"worker group {_verb_groups(removed)} was removed (its pods count "
                         "as drift)")
@@ -404,7 +434,7 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
     elif changed:
         impact.klass = STALE
         impact.pods = pods_of(head.spec, [g.group for g in changed])
-        impact.reason = (f"template of {names} changed, but the cluster is not opted in: "
+        impact.reason = (f"{what_changed} changed, but the cluster is not opted in: "
                          "running pods keep the old template (opt in with annotation "
                          "raygitops.dev/upgrade-strategy: Recreate)")
     else:
@@ -532,4 +562,7 @@ def classify(base: RenderResult | None, head: RenderResult | None) -> Report:
             impacts.append(_one_side(cluster, DELETE))
     order = {k: i for i, k in enumerate(CLASSES)}
     impacts.sort(key=lambda c: (order[c.klass], c.namespace, c.name))
-    return Report(impacts, _other_counts(base, head))
+    untracked = sorted({u for cluster, _ in new.values() for u in cluster.untracked})
+    notes = [f"not tracked: {', '.join(untracked)} (read by pods but not rendered by the app, or a Secret: "
+             "a change to it recreates nothing)"] if untracked else []
+    return Report(impacts, _other_counts(base, head), notes)

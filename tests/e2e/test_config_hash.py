@@ -1,0 +1,179 @@
+"""Config changes count, on both operators (KubeRay 1.5 and KUBERAY_NEXT_VERSION).
+
+A ConfigMap of the app read by a group (``envFrom``) changes in Git while the pod templates
+do not: the group is stale by its config hash, the hook writes the new content before any new
+pod can start and replaces (ReplaceGroups) or recreates (Recreate) what reads it. The order is
+observed, not assumed: a watch records the etcd revision at which each new pod was created,
+and every one comes after the revision of the hook's ConfigMap write. The hook runs with the
+rendered ServiceAccount's token (its Role names the ConfigMaps it may write).
+"""
+
+from __future__ import annotations
+
+import json
+import io
+import subprocess
+import sys
+import tarfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import controlplane
+from test_presync_hook import LOCK, desired_hashes, rendered
+from test_removed_groups import two_groups
+from test_replace_groups import HookApp, uids_by_group
+
+from raygitops.presync.credentials import load_credentials
+from raygitops.presync.kubeapi import Kube
+
+pytestmark = pytest.mark.e2e
+REPO = Path(__file__).resolve().parents[2]
+# main just before config hashes: its render stamps no config hash (the upgrade test)
+BEFORE_CONFIG_HASHES = "dad1cc15a2d29ab9dffea7eb1ccc1e0285baaa3b"
+CONFIG = "raygitops.dev/config-hash"
+
+
+@pytest.fixture
+def app(plane, tmp_path):
+    ns = plane.create_namespace(controlplane.unique_name("e2e-config"))
+    yield ConfigApp(plane, ns, tmp_path)
+    plane.delete_namespace(ns, wait=False)
+
+
+class ConfigApp(HookApp):
+    """A RayCluster and the ConfigMap ``settings`` its group ``big`` reads."""
+
+    def write_with(self, cluster: dict[str, Any], data: dict[str, str]) -> None:
+        self.write(cluster)
+        (self.dir / "settings.yaml").write_text(yaml.safe_dump(
+            {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": data}))
+
+    def sync_with(self, cluster: dict[str, Any], data: dict[str, str]) -> dict[str, Any]:
+        self.write_with(cluster, data)
+        objs, _, plan = self.render()
+        report = json.loads(self.presync(plan).stdout)
+        self.apply(objs)
+        return report
+
+
+def reading_config(strategy: str = "ReplaceGroups", group: str = "big") -> dict[str, Any]:
+    obj = two_groups(strategy=strategy)
+    target = obj["spec"]["headGroupSpec"] if group == "head" else next(
+        g for g in obj["spec"]["workerGroupSpecs"] if g["groupName"] == group)
+    target["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "settings"}}]
+    if strategy == "ReplaceGroups":
+        obj["metadata"]["annotations"]["raygitops.dev/max-unavailable"] = "1"
+    return obj
+
+
+class PodsCreated:
+    """The etcd revision at which each pod of the namespace was created (watch ADDED events)."""
+
+    def __init__(self, plane, ns: str):
+        self.kube = Kube(load_credentials(plane.kubeconfig, None))
+        self.ns, self.added = ns, {}
+        _, self.rv = self.kube.list_pods(ns, "ray.io/cluster")
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        rv = self.rv
+        while not self.stop.is_set():
+            for kind, obj in self.kube.watch_pods(self.ns, "ray.io/cluster", rv, 2):
+                rv = obj["metadata"].get("resourceVersion", rv)
+                if kind == "ADDED":
+                    self.added[obj["metadata"]["uid"]] = int(obj["metadata"]["resourceVersion"])
+
+    def done(self) -> dict[str, int]:
+        self.stop.set()
+        self.thread.join(10)
+        return self.added
+
+
+def _demo(report: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in report["clusters"] if c["name"] == "demo")
+
+
+@pytest.mark.parametrize("strategy,group", [("ReplaceGroups", "big"), ("Recreate", "head")])
+def test_a_config_change_replaces_what_reads_it_after_the_new_content_is_live(app: ConfigApp, plane, strategy, group):
+    cluster = reading_config(strategy, group)
+    app.sync_with(cluster, {"MODE": "a"})
+    before = uids_by_group(app.wait_pods(count=5))
+    app.write_with(cluster, {"MODE": "b"})
+    objs, hooks, plan = app.render()
+    role = next(h for h in hooks if h["kind"] == "Role")
+    assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["settings"],
+            "verbs": ["get", "patch"]} in role["rules"]
+    watch = PodsCreated(plane, app.ns)
+    res = app.presync(plan)
+    cm = plane.get("configmap", "settings", app.ns)
+    assert cm["data"] == {"MODE": "b"}  # live before the sync applies it
+    written = int(cm["metadata"]["resourceVersion"])
+    demo = _demo(json.loads(res.stdout))
+    app.apply(objs)
+    pods = app.wait_pods(count=5, hashes=desired_hashes(rendered(objs)))
+    created = watch.done()
+    after = uids_by_group(pods)
+    new = {uid for uids in after.values() for uid in uids} - {uid for uids in before.values() for uid in uids}
+    assert new and all(created[uid] > written for uid in new), (written, {u: created.get(u) for u in new})
+    want = json.loads(rendered(objs)["metadata"]["annotations"]["raygitops.dev/template-hashes"])
+    reader = "headgroup" if group == "head" else group
+    assert all(p["metadata"]["annotations"].get(CONFIG) for p in pods
+               if p["metadata"]["labels"]["ray.io/group"] == reader)
+    if strategy == "ReplaceGroups":
+        assert demo["decision"] == "replace" and demo["drift"]["worker:big"]["how"] == "config-hash", demo
+        assert after["headgroup"] == before["headgroup"] and after["small"] == before["small"]
+        assert after["big"].isdisjoint(before["big"])
+    else:
+        assert demo["decision"] == "recreate" and demo["drift"]["head"]["how"] == "config-hash", demo
+        assert all(after[g].isdisjoint(before[g]) for g in before)
+    assert want  # the template hashes did not move: only the config did
+    assert json.loads(app.presync(plan).stdout)["summary"]["inSync"] == 1
+    assert LOCK not in app.cluster()["metadata"]["annotations"]
+
+
+def test_the_switch_turns_config_hashing_off(app: ConfigApp):
+    cluster = reading_config()
+    cluster["metadata"]["annotations"]["raygitops.dev/hash-config"] = "false"
+    app.sync_with(cluster, {"MODE": "a"})
+    app.wait_pods(count=5)
+    report = app.sync_with(cluster, {"MODE": "b"})
+    assert _demo(report)["decision"] == "in-sync", report
+    assert not any(CONFIG in (p["metadata"].get("annotations") or {}) for p in app.pods())
+
+
+def _render_with(commit: str, app_dir: Path, tmp: Path) -> list[dict[str, Any]]:
+    """``raygitops render`` as of ``commit`` (its own source, from git), JSON objects."""
+    src = tmp / f"raygitops-{commit[:8]}"
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "plugin"], capture_output=True, check=False)
+    assert archive.returncode == 0, (f"commit {commit} is not in this clone (a shallow clone?): "
+                                     f"{archive.stderr.decode()[:300]}")
+    tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(src, filter="data")
+    out = subprocess.run([sys.executable, "-m", "raygitops", "render", str(app_dir), "--format", "json"],
+                         capture_output=True, text=True, check=True, env={"PYTHONPATH": str(src / "plugin"),
+                                                                          "PATH": "/usr/bin:/bin"})
+    doc = json.loads(out.stdout)
+    return doc["items"] if isinstance(doc, dict) else doc
+
+
+def test_upgrading_raygitops_recreates_nothing_by_itself(app: ConfigApp, tmp_path: Path):
+    """Pods made from the previous release's render (no config hash), then this version's
+    plan for the same inputs: in sync, nothing deleted."""
+    cluster = reading_config()
+    app.write_with(cluster, {"MODE": "a"})
+    old = [o for o in _render_with(BEFORE_CONFIG_HASHES, app.dir, tmp_path)
+           if "argocd.argoproj.io/hook" not in (o["metadata"].get("annotations") or {})]
+    assert not any(CONFIG in json.dumps(o) for o in old)  # that release stamped none
+    app.apply(old)
+    before = uids_by_group(app.wait_pods(count=5))
+    objs, _, plan = app.render()
+    assert CONFIG in json.dumps(rendered(objs))  # this one does
+    res = app.presync(plan)
+    assert _demo(json.loads(res.stdout))["decision"] == "in-sync", res.stdout
+    app.apply(objs)
+    assert uids_by_group(app.wait_pods(count=5)) == before
