@@ -177,3 +177,35 @@ def test_upgrading_raygitops_recreates_nothing_by_itself(app: ConfigApp, tmp_pat
     assert _demo(json.loads(res.stdout))["decision"] == "in-sync", res.stdout
     app.apply(objs)
     assert uids_by_group(app.wait_pods(count=5)) == before
+
+
+def test_the_rendered_job_pod_replaces_and_writes_the_config_under_its_role(app: ConfigApp, plane, image: str,
+                                                                             tmp_path: Path):
+    """The hook as its Job runs it: the rendered Job's pod spec in the raygitops image, the
+    in-cluster token of the rendered ServiceAccount (only its Role's rights), the plan
+    ConfigMap mounted where the Job mounts it. Group big's ConfigMap and image change."""
+    import imagerun
+    from test_replace_groups import with_big_image
+
+    cluster = reading_config()
+    app.sync_with(cluster, {"MODE": "a"})
+    before = uids_by_group(app.wait_pods(count=5))
+    app.write_with(with_big_image(cluster), {"MODE": "b"})
+    objs, hooks, _ = app.render()
+    plane.apply([h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")], namespace=app.ns)
+    (job,) = [h for h in hooks if h["kind"] == "Job"]
+    config_maps = {h["metadata"]["name"]: h["data"] for h in hooks if h["kind"] == "ConfigMap"}
+    pod = job["spec"]["template"]["spec"]
+    token = plane.create_token(pod["serviceAccountName"], app.ns)
+    sa_dir = imagerun.write_service_account(tmp_path / "sa", token, plane.pki.path("ca.crt"), app.ns)
+    argv = imagerun.pod_argv(pod, image, config_maps=config_maps, service_account_dir=sa_dir,
+                             server=plane.server, work=tmp_path)
+    res = imagerun.podman(*argv, timeout=300)
+    assert res.returncode == 0, f"hook in the image exited {res.returncode}\n{res.stderr}"
+    demo = _demo(json.loads(res.stdout))
+    assert demo["outcome"] == "replaced", demo
+    assert plane.get("configmap", "settings", app.ns)["data"] == {"MODE": "b"}
+    app.apply(objs)
+    after = uids_by_group(app.wait_pods(count=5, hashes=desired_hashes(rendered(objs))))
+    assert after["headgroup"] == before["headgroup"] and after["small"] == before["small"]
+    assert after["big"].isdisjoint(before["big"])
