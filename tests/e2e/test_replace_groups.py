@@ -235,7 +235,7 @@ def test_replacements_that_never_get_ready_fail_the_sync_naming_the_stale_pods(a
     doc["spec"]["workerGroupSpecs"][1]["template"]["spec"]["nodeName"] = "no-such-node"
     path.write_text(yaml.safe_dump(doc))
     objs, _, plan = app.render()
-    res = app.presync(plan, "--timeout", "25", check=False)
+    res = app.presync(plan, "--timeout", "12", check=False)
     assert res.returncode == 1, res.stderr
     demo = _demo(json.loads(res.stdout))
     assert demo["outcome"] == "failed" and "timed out replacing worker pods" in demo["message"], demo
