@@ -126,6 +126,8 @@ def test_changed_group_is_replaced_in_batches_and_the_rest_keeps_its_pods(app: H
     (entry,) = [c for c in status["clusters"] if c["name"] == "demo"]
     assert entry["detail"].endswith("the next sync replaces 2 pods of group big (1 at a time); "
                                     "head and group small untouched"), entry
+    assert entry["replace"] == {"maxUnavailable": "1", "kept": ["head", "small"], "groups": [
+        {"group": "big", "change": "changed", "pods": {"min": 2, "max": 2}, "atATime": 1}]}, entry
     started = time.monotonic()
     with ReadyWatch(app, "big") as watch:
         res = app.presync(plan)

@@ -279,12 +279,14 @@ def test_status_phrase_names_what_the_next_sync_replaces_and_keeps():
     kube, live = live_cluster()
     spec = two_groups(big_image=NEW)
     d = drift.decide(NS, plan_for(spec, "2"), live, kube.pods_of("demo"))
-    assert replace.replacement_phrase(plan_for(spec, "2"), d.drift) == (
-        "replaces 4 pods of group big (2 at a time); head and group small untouched")
+    plan = replace.replacement_plan(plan_for(spec, "2"), d.drift)
+    assert plan == {"maxUnavailable": "2", "kept": ["head", "small"],
+                    "groups": [{"group": "big", "change": "changed", "pods": {"min": 4, "max": 4}, "atATime": 2}]}
+    assert replace.replacement_words(plan) == "replaces 4 pods of group big (2 at a time); head and group small untouched"
     removed = two_groups()
     removed["workerGroupSpecs"] = removed["workerGroupSpecs"][:1]
     d = drift.decide(NS, plan_for(removed), live, kube.pods_of("demo"))
-    assert replace.replacement_phrase(plan_for(removed), d.drift) == (
+    assert replace.replacement_words(replace.replacement_plan(plan_for(removed), d.drift)) == (
         "deletes 4 pods of removed group big; head and group small untouched")
 
 

@@ -139,20 +139,35 @@ def _pods(count: int) -> str:
     return f"{count} pod" if count == 1 else f"{count} pods"
 
 
-def replacement_phrase(plan: ClusterPlan, drifted: dict[str, Any]) -> str:
+def replacement_plan(plan: ClusterPlan, drifted: dict[str, Any]) -> dict[str, Any]:
     """What the next sync does to a ReplaceGroups cluster whose worker groups ``drifted``
-    (``worker:<name>`` → :class:`~raygitops.presync.drift.GroupDrift`), for ``status``:
-    ``replaces 4 pods of group gpu (2 at a time); head and group cpu untouched``."""
-    parts = []
+    (``worker:<name>`` -> :class:`~raygitops.presync.drift.GroupDrift`, counted in live pods),
+    in the JSON shape ``raygitops status`` and ``diff`` report."""
+    limit = plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE
+    groups: list[dict[str, Any]] = []
     for key, found in sorted(drifted.items()):
-        name = key.split(":", 1)[1]
+        pods = {"min": found.pods, "max": found.pods}
         if found.how == "removed-group":
-            parts.append(f"deletes {_pods(found.pods)} of removed group {name}")
+            groups.append({"group": key.split(":", 1)[1], "change": "removed", "pods": pods})
         else:
-            at = min(resolve_max_unavailable(plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE, found.pods),
-                     max(found.pods, 1))
-            parts.append(f"replaces {_pods(found.pods)} of group {name} ({at} at a time)")
-    kept = ["head"] + [f"group {g}" for g in sorted(plan.pod_spec.workers) if f"worker:{g}" not in drifted]
+            groups.append({"group": key.split(":", 1)[1], "change": "changed", "pods": pods,
+                           "atATime": resolve_max_unavailable(limit, found.pods)})
+    kept = ["head"] + [g for g in sorted(plan.pod_spec.workers) if f"worker:{g}" not in drifted]
+    return {"maxUnavailable": limit, "groups": groups, "kept": kept}
+
+
+def replacement_words(replacement: dict[str, Any]) -> str:
+    """``replaces 4 pods of group gpu (2 at a time); head and group cpu untouched``."""
+    parts = []
+    for g in replacement["groups"]:
+        low, high = g["pods"]["min"], g["pods"]["max"]
+        count = f"{low}+" if high is None else str(low) if low == high else f"{low}–{high}"
+        noun = "pod" if count == "1" else "pods"
+        if g["change"] == "removed":
+            parts.append(f"deletes {count} {noun} of removed group {g['group']}")
+        else:
+            parts.append(f"replaces {count} {noun} of group {g['group']} ({g['atATime']} at a time)")
+    kept = [k if k == "head" else f"group {k}" for k in replacement["kept"]]
     return "; ".join(parts + [listed(kept) + " untouched"])
 
 

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 from raygitops import configrefs, native
 from raygitops.hashing import GroupHashes
 from raygitops.preview.changes import DEFAULT_MASKING, FieldChange, Masking, field_changes
-from raygitops.presync.replace import listed
+from raygitops.presync.replace import replacement_words
 from raygitops.render import RenderedCluster, RenderResult, is_raycluster
 from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE, REPLACE_GROUPS, opted_in, resolve_max_unavailable
 
@@ -70,10 +70,6 @@ class PodCount:
 
     def to_json(self) -> dict[str, Any]:
         return {"min": self.min, "max": self.max}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "PodCount":
-        return cls(data["min"], data["max"])
 
 
 @dataclass(frozen=True)
@@ -348,19 +344,6 @@ def _replacement(plan: Any, changed: list[GroupChange], removed: list[GroupChang
     groups += [{"group": g.label, "change": "removed", "pods": g.pods.to_json()} for g in removed]
     touched = {g.label for g in changed + removed}
     return {"maxUnavailable": limit, "groups": groups, "kept": ["head"] + [n for n in _workers(spec) if n not in touched]}
-
-
-def replacement_words(replacement: dict[str, Any]) -> str:
-    """``replaces 4 pods of group gpu (2 at a time); head and group cpu untouched``."""
-    parts = []
-    for g in replacement["groups"]:
-        count = PodCount.from_json(g["pods"])
-        if g["change"] == "removed":
-            parts.append(f"deletes {count} pods of removed group {g['group']}")
-        else:
-            parts.append(f"replaces {count} pods of group {g['group']} ({g['atATime']} at a time)")
-    kept = [k if k == "head" else f"group {k}" for k in replacement["kept"]]
-    return "; ".join(parts + [listed(kept) + " untouched"])
 
 
 def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,

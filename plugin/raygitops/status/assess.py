@@ -31,7 +31,7 @@ from raygitops.presync import drift
 from raygitops.presync import lock as locks
 from raygitops.render import RenderedCluster
 from raygitops.sources import deep_merge
-from raygitops.presync.replace import replacement_phrase
+from raygitops.presync.replace import replacement_plan, replacement_words
 from raygitops.strategy import RECREATE, REPLACE_GROUPS, cluster_owner, opted_in
 
 FAILED, UNVERIFIED, IN_PROGRESS, DRIFTED, NATIVE, STALE, SUSPENDED, ABSENT, IN_SYNC = (
@@ -53,6 +53,7 @@ class ClusterStatus:
     last_recreate: dict[str, Any] | None = None
     operator_version: str | None = None  # ray.io/kuberay-version on the head pod (KubeRay >= 1.6)
     warnings: list[str] = field(default_factory=list)
+    replace: dict[str, Any] | None = None  # ReplaceGroups: per group, what the next sync replaces
 
     @property
     def key(self) -> str:
@@ -64,6 +65,7 @@ class ClusterStatus:
             "strategy": self.strategy, "nativeRecreate": self.native, "pods": self.pods,
             "driftedGroups": list(self.groups), "lock": self.lock, "lastRecreate": self.last_recreate,
             "operatorVersion": self.operator_version, "warnings": list(self.warnings),
+            **({"replace": self.replace} if self.replace is not None else {}),
         }
 
 
@@ -143,7 +145,8 @@ def assess(cluster: RenderedCluster, live: dict[str, Any] | None, pods: list[dic
     elif probe.action == drift.RECREATE_ACTION and opted and plan.strategy == REPLACE_GROUPS \
             and "head" not in probe.drift:
         status.state = DRIFTED
-        status.detail = f"{old} run an old template: the next sync {replacement_phrase(plan, probe.drift)}"
+        status.replace = replacement_plan(plan, probe.drift)
+        status.detail = f"{old} run an old template: the next sync {replacement_words(status.replace)}"
     elif probe.action == drift.RECREATE_ACTION and opted:
         status.state = DRIFTED
         status.detail = f"{old} run an old template: the next sync recreates the cluster ({probe.pods} pods)"
