@@ -177,7 +177,9 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings,
     rules = HashRules(tuple(settings.hash_ignore))
     hashes = hash_spec(shaping, rules)
     _write_hashes(spec, hashes)
-    config, tracked, untracked = _stamp_config(obj, spec, configmaps)
+    # A spec that keeps KubeRay's own Recreate is not config-hashed: the operator hashes the
+    # template annotations, so adding one would restart the pods once after an upgrade.
+    config, tracked, untracked = _stamp_config(obj, spec, {} if strategy.native_recreate(obj) else configmaps)
     # The plan carries the stamped templates: the hook's resume patch writes them, and pods
     # created right after it must already carry their hash.
     shaping = pod_shaping_spec(spec)

@@ -191,3 +191,18 @@ def test_diff_names_the_configmap_and_its_changed_keys_and_the_untracked(tmp_pat
     assert report["notes"] == ["not tracked: Secret/creds (read by pods but not rendered by the app, or a Secret: "
                                "a change to it recreates nothing)"]
     assert "MODE" in res.stdout and '"b"' not in json.dumps(cluster)  # keys, never values
+
+
+def test_a_cluster_that_keeps_kuberays_own_recreate_is_not_config_hashed(tmp_path: Path):
+    """The operator's hash covers template annotations: a config hash added by an upgrade of
+    raygitops would make KubeRay >= 1.6 restart the pods once, by itself."""
+    root = _app(tmp_path / "native")
+    (root / "raygitops.yaml").write_text("namespace: ray\nkeepUpgradeStrategy: true\nkuberayVersion: '1.6'\n")
+    text = (root / "demo.yaml").read_text().replace("raygitops.dev/upgrade-strategy: ReplaceGroups",
+                                                    "raygitops.dev/upgrade-strategy: Recreate")
+    (root / "demo.yaml").write_text(text.replace("spec:\n  headGroupSpec:", "spec:\n  upgradeStrategy: {type: Recreate}\n  headGroupSpec:", 1))
+    objs, res = _render(root)
+    assert res.returncode == 0, res.stderr
+    cluster, plan = _cluster_and_plan(objs)
+    assert cluster["spec"]["upgradeStrategy"] == {"type": "Recreate"}
+    assert configrefs.CONFIG_HASH_ANNOTATION not in json.dumps(cluster) and plan.clusters[0].config == {}
