@@ -35,10 +35,7 @@ def make_live(kube: Any, namespace: str, plan: ClusterPlan, contents: dict[str, 
                     kube.create_configmap(namespace, {"apiVersion": "v1", "kind": "ConfigMap",
                                                       "metadata": {"name": name}, **want})
                 elif content(live) != want:
-                    patch = merge_diff(content(live), want)
-                    for key in ("data", "binaryData"):
-                        if key in content(live) and key not in want:
-                            patch[key] = None
+                    patch = merge_diff(content(live), want)  # a section no longer wanted becomes null
                     kube.patch_configmap(namespace, name, {"metadata": {"resourceVersion":
                                                                         live["metadata"]["resourceVersion"]},
                                                            **patch})

@@ -401,18 +401,27 @@ def _int(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
+def worker_pods(group: dict[str, Any], autoscaled: bool) -> int:
+    """Pods the operator keeps now for one worker group: its replicas times numOfHosts, the
+    replicas clamped to [minReplicas, maxReplicas] unless the autoscaler sets them."""
+    if group.get("suspend") is True:
+        return 0
+    low, high = _int(group.get("minReplicas"), 0), _int(group.get("maxReplicas"), 2**31 - 1)
+    replicas = _int(group.get("replicas"), low)
+    if not autoscaled:
+        replicas = min(max(replicas, low), high)
+    return replicas * max(1, _int(group.get("numOfHosts"), 1))
+
+
 def expected_pods(spec: dict[str, Any]) -> tuple[int, bool]:
     """(pods the operator keeps for this spec, whether exactly that many): the head plus each
-    worker group's replicas within [minReplicas, maxReplicas] times numOfHosts.  With the
-    autoscaler on, the replicas move: at least the minimum then."""
+    worker group's pods (:func:`worker_pods`).  With the autoscaler on, the replicas move: at
+    least the minimum then."""
     autoscaled = spec.get("enableInTreeAutoscaling") is True
     count = 1
     for group in spec.get("workerGroupSpecs") or []:
-        if not isinstance(group, dict) or group.get("suspend") is True:
-            continue
-        low, high = _int(group.get("minReplicas"), 0), _int(group.get("maxReplicas"), 2**31 - 1)
-        replicas = low if autoscaled else min(max(_int(group.get("replicas"), low), low), high)
-        count += replicas * max(1, _int(group.get("numOfHosts"), 1))
+        if isinstance(group, dict):
+            count += worker_pods({**group, "replicas": group.get("minReplicas")} if autoscaled else group, False)
     return count, not autoscaled
 
 

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 from raygitops.objmeta import meta
 from raygitops.plan import ClusterPlan
-from raygitops.presync.drift import group_key, owned_by, pod_ready, runs_desired, terminating
+from raygitops.presync.drift import group_key, owned_by, pod_ready, runs_desired, terminating, worker_pods
 from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE, resolve_max_unavailable
 
 
@@ -70,21 +70,6 @@ class Batch:
         return "; ".join(parts) or "every replaced group is Ready with the new template"
 
 
-def _int(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
-
-
-def wanted_pods(group: dict[str, Any], autoscaled: bool) -> int:
-    """Pods the operator keeps for one worker group of the live spec."""
-    if group.get("suspend") is True:
-        return 0
-    low, high = _int(group.get("minReplicas"), 0), _int(group.get("maxReplicas"), 2**31 - 1)
-    replicas = _int(group.get("replicas"), low)
-    if not autoscaled:
-        replicas = min(max(replicas, low), high)
-    return replicas * max(1, _int(group.get("numOfHosts"), 1))
-
-
 def next_batch(plan: ClusterPlan, live: dict[str, Any], pods: list[dict[str, Any]],
                groups: Iterable[str]) -> Batch:
     """The pods to delete now for the worker ``groups`` being replaced, and where each stands."""
@@ -108,7 +93,7 @@ def next_batch(plan: ClusterPlan, live: dict[str, Any], pods: list[dict[str, Any
         if name not in plan.hashes.workers or name not in live_groups:
             continue  # removed: handled above
         group_pods = by_group.get(name, [])
-        want = wanted_pods(live_groups[name], autoscaled)
+        want = worker_pods(live_groups[name], autoscaled)
         stale = [p for p in group_pods if not runs_desired(p, plan, f"worker:{name}")]
         ready = [p for p in group_pods if pod_ready(p)]
         limit = resolve_max_unavailable(limit_text, want)
@@ -139,21 +124,26 @@ def _pods(count: int) -> str:
     return f"{count} pod" if count == 1 else f"{count} pods"
 
 
+def replacement(limit: str, changed: dict[str, dict[str, Any]], removed: dict[str, dict[str, Any]],
+                kept: list[str]) -> dict[str, Any]:
+    """What a ReplaceGroups sync does, per group, in the JSON shape ``raygitops status`` and
+    ``diff`` report: ``changed`` and ``removed`` map group names to their pods (``{min, max}``)."""
+    groups: list[dict[str, Any]] = [{"group": name, "change": "changed", "pods": pods,
+                                     "atATime": resolve_max_unavailable(limit, pods["min"])}
+                                    for name, pods in changed.items()]
+    groups += [{"group": name, "change": "removed", "pods": pods} for name, pods in removed.items()]
+    return {"maxUnavailable": limit, "groups": groups, "kept": ["head", *kept]}
+
+
 def replacement_plan(plan: ClusterPlan, drifted: dict[str, Any]) -> dict[str, Any]:
-    """What the next sync does to a ReplaceGroups cluster whose worker groups ``drifted``
-    (``worker:<name>`` -> :class:`~raygitops.presync.drift.GroupDrift`, counted in live pods),
-    in the JSON shape ``raygitops status`` and ``diff`` report."""
-    limit = plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE
-    groups: list[dict[str, Any]] = []
-    for key, found in sorted(drifted.items()):
-        pods = {"min": found.pods, "max": found.pods}
-        if found.how == "removed-group":
-            groups.append({"group": key.split(":", 1)[1], "change": "removed", "pods": pods})
-        else:
-            groups.append({"group": key.split(":", 1)[1], "change": "changed", "pods": pods,
-                           "atATime": resolve_max_unavailable(limit, found.pods)})
-    kept = ["head"] + [g for g in sorted(plan.pod_spec.workers) if f"worker:{g}" not in drifted]
-    return {"maxUnavailable": limit, "groups": groups, "kept": kept}
+    """:func:`replacement` of a cluster whose worker groups ``drifted`` (``worker:<name>`` ->
+    :class:`~raygitops.presync.drift.GroupDrift`), counted in live pods."""
+    counts = {key.split(":", 1)[1]: ({"min": d.pods, "max": d.pods}, d.how == "removed-group")
+              for key, d in sorted(drifted.items())}
+    return replacement(plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE,
+                       {n: pods for n, (pods, gone) in counts.items() if not gone},
+                       {n: pods for n, (pods, gone) in counts.items() if gone},
+                       [g for g in sorted(plan.pod_spec.workers) if g not in counts])
 
 
 def replacement_words(replacement: dict[str, Any]) -> str:

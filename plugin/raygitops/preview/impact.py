@@ -26,9 +26,9 @@ from typing import Any, Iterable
 from raygitops import configrefs, native
 from raygitops.hashing import GroupHashes
 from raygitops.preview.changes import DEFAULT_MASKING, FieldChange, Masking, field_changes
-from raygitops.presync.replace import replacement_words
+from raygitops.presync.replace import replacement, replacement_words
 from raygitops.render import RenderedCluster, RenderResult, is_raycluster
-from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE, REPLACE_GROUPS, opted_in, resolve_max_unavailable
+from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE, REPLACE_GROUPS, opted_in
 
 RECREATE_CLASS = "recreate"
 REPLACE_CLASS = "replace"
@@ -338,12 +338,10 @@ def _verb_groups(groups: list[GroupChange]) -> str:
 def _replacement(plan: Any, changed: list[GroupChange], removed: list[GroupChange],
                  spec: dict[str, Any]) -> dict[str, Any]:
     """What a ReplaceGroups sync does, per group (the JSON report's ``replace``)."""
-    limit = plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE
-    groups = [{"group": g.label, "change": "changed", "pods": g.pods.to_json(),
-               "atATime": resolve_max_unavailable(limit, g.pods.min)} for g in changed]
-    groups += [{"group": g.label, "change": "removed", "pods": g.pods.to_json()} for g in removed]
     touched = {g.label for g in changed + removed}
-    return {"maxUnavailable": limit, "groups": groups, "kept": ["head"] + [n for n in _workers(spec) if n not in touched]}
+    return replacement(plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE,
+                       {g.label: g.pods.to_json() for g in changed}, {g.label: g.pods.to_json() for g in removed},
+                       [n for n in _workers(spec) if n not in touched])
 
 
 def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
