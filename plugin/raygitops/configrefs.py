@@ -1,32 +1,37 @@
 """Config a pod template reads (pure): which ConfigMaps and Secrets a group's pods reference,
-and the group's config hash (docs/design.md "Config hash").
+and the group's config hashes (docs/design.md "Config hashes").
 
-A ConfigMap rendered in the same app and namespace and referenced by a group's template
-(``env[].valueFrom.configMapKeyRef``, ``envFrom[].configMapRef``, a ``configMap`` volume or a
-``projected`` volume's ``configMap`` source; containers and initContainers) contributes a
-digest of its content to the group's config hash, ``c1-<16 hex>``. Render stamps it on the
-template as ``raygitops.dev/config-hash`` (KubeRay copies it onto the pods). The template
-hash ignores every ``raygitops.dev/*`` annotation, so h1 hashes stay what they were: pods
-stamped before config hashing existed carry no config hash and are never drift by it.
+A ConfigMap or Secret rendered in the same app and namespace and referenced by a group's
+template (``env[].valueFrom`` key refs, ``envFrom``, ``configMap``/``secret`` volumes and
+``projected`` volume sources; containers and initContainers) contributes a digest of its
+content to one of the group's config hashes: ConfigMaps to ``c1-<16 hex>``
+(``raygitops.dev/config-hash``), Secrets to ``s1-<16 hex>`` (``raygitops.dev/secret-hash``).
+Two annotations, not one: a pod stamped before Secrets were tracked carries the ConfigMap
+hash of its day, and a hash that mixed both would call it stale after the upgrade. Render
+stamps them on the template (KubeRay copies them onto the pods). The template hash ignores
+every ``raygitops.dev/*`` annotation, so h1 hashes stay what they were: a pod without a
+config hash is never drift by it.
 
 Not tracked (named once per object by the preview): references to objects the app does not
-render (made elsewhere, ExternalSecrets, SealedSecrets) and, for now, every Secret — the
-hook would have to carry its values to make them live before new pods start, and a plan
-ConfigMap must never hold a Secret's values.
+render (made elsewhere, ExternalSecrets, SealedSecrets).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from raygitops.canonical import canonical_bytes
 
-CONFIG_HASH_ANNOTATION = "raygitops.dev/config-hash"
 TRACK_ANNOTATION = "raygitops.dev/hash-config"  # "false": this cluster's config is not hashed
-CONFIG_SCHEME = "c1"
 CONFIGMAP, SECRET = "ConfigMap", "Secret"
+# the annotation each kind's hash is stamped under, and its scheme
+HASH_ANNOTATIONS = {CONFIGMAP: "raygitops.dev/config-hash", SECRET: "raygitops.dev/secret-hash"}
+SCHEMES = {CONFIGMAP: "c1", SECRET: "s1"}
+CONFIG_HASH_ANNOTATION = HASH_ANNOTATIONS[CONFIGMAP]
+SECRET_HASH_ANNOTATION = HASH_ANNOTATIONS[SECRET]
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
@@ -64,9 +69,46 @@ def references(template: Any) -> list[tuple[str, str]]:
     return sorted(found)
 
 
+def _base64(value: Any) -> Any:
+    """A Secret value as the API server stores it (``!!binary`` YAML loads as bytes)."""
+    return base64.b64encode(value).decode() if isinstance(value, bytes) else value
+
+
 def content(obj: dict[str, Any]) -> dict[str, Any]:
-    """What of a ConfigMap reaches a pod: ``data`` and ``binaryData``."""
-    return {key: dict(obj[key]) for key in ("data", "binaryData") if isinstance(obj.get(key), dict)}
+    """What of a ConfigMap or Secret reaches a pod. A ConfigMap: ``data`` and ``binaryData``.
+    A Secret: ``data`` (base64) with ``stringData`` merged in, encoded, as the API server
+    stores it (a key in both takes ``stringData``'s value)."""
+    if obj.get("kind") != SECRET:
+        return {key: dict(obj[key]) for key in ("data", "binaryData") if isinstance(obj.get(key), dict)}
+    data = {k: _base64(v) for k, v in obj["data"].items()} if isinstance(obj.get("data"), dict) else {}
+    if isinstance(obj.get("stringData"), dict):
+        data.update({k: base64.b64encode(v.encode()).decode() if isinstance(v, str) else v
+                     for k, v in obj["stringData"].items()})
+    return {"data": data} if data else {}
+
+
+def secret_problem(obj: dict[str, Any]) -> str | None:
+    """What makes a Secret one the API server refuses (and the hook could not carry), naming
+    the key, never the value; None when fine."""
+    for section, kinds in (("data", (str, bytes)), ("stringData", (str,))):
+        value = obj.get(section)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            return f"{section} is {type(value).__name__}, not a mapping"
+        for key, item in value.items():
+            if not isinstance(key, str) or not isinstance(item, kinds):
+                return f"{section}[{key!r}] is {type(item).__name__}, not a string"[:200]
+    return None
+
+
+def payload(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the hook writes to make an object live: its content, and a Secret's ``type``
+    (fixed at creation: a Secret the hook creates must have the type the sync applies)."""
+    out = content(obj)
+    if obj.get("kind") == SECRET and isinstance(obj.get("type"), str):
+        out["type"] = obj["type"]
+    return out
 
 
 def digest(obj: dict[str, Any]) -> str:
@@ -75,30 +117,32 @@ def digest(obj: dict[str, Any]) -> str:
 
 @dataclass
 class GroupConfig:
-    """One group's config: its hash (None when it reads no tracked object) and the rest."""
+    """One group's config: a hash per kind it reads tracked objects of, and the rest."""
 
-    hash: str | None = None
-    tracked: list[str] = field(default_factory=list)  # ConfigMap names
+    hashes: dict[str, str] = field(default_factory=dict)  # kind -> "c1-..." / "s1-..."
+    tracked: list[tuple[str, str]] = field(default_factory=list)  # (kind, name)
     untracked: list[str] = field(default_factory=list)  # "Kind/name"
 
 
-def group_config(template: Any, configmaps: dict[str, dict[str, Any]]) -> GroupConfig:
-    """The config of one group template, given the app's ConfigMaps of its namespace by name."""
+def group_config(template: Any, objects: dict[tuple[str, str], dict[str, Any]]) -> GroupConfig:
+    """The config of one group template, given the app's ConfigMaps and Secrets of its
+    namespace by ``(kind, name)``."""
     out = GroupConfig()
-    parts = []
+    parts: dict[str, list[list[str]]] = {}
     for kind, name in references(template):
-        if kind == CONFIGMAP and name in configmaps:
-            out.tracked.append(name)
-            parts.append([kind, name, digest(configmaps[name])])
+        if (kind, name) in objects:
+            out.tracked.append((kind, name))
+            parts.setdefault(kind, []).append([kind, name, digest(objects[kind, name])])
         else:
             out.untracked.append(f"{kind}/{name}")
-    if parts:
-        out.hash = f"{CONFIG_SCHEME}-{hashlib.sha256(canonical_bytes(parts)).hexdigest()[:16]}"
+    for kind, kind_parts in parts.items():
+        out.hashes[kind] = f"{SCHEMES[kind]}-{hashlib.sha256(canonical_bytes(kind_parts)).hexdigest()[:16]}"
     return out
 
 
 def changed_keys(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
-    """The keys of ``data``/``binaryData`` that differ between two versions of a ConfigMap."""
+    """The keys whose content differs between two versions of a ConfigMap or Secret (key
+    names only: the preview never shows a value)."""
     a, b = content(old or {}), content(new or {})
     keys: set[str] = set()
     for section in ("data", "binaryData"):
@@ -107,5 +151,5 @@ def changed_keys(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list
     return sorted(keys)
 
 
-def tracked_names(groups: Iterable[GroupConfig]) -> list[str]:
-    return sorted({name for g in groups for name in g.tracked})
+def tracked_names(groups: Iterable[GroupConfig], kind: str) -> list[str]:
+    return sorted({name for g in groups for k, name in g.tracked if k == kind})

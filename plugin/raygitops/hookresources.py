@@ -1,6 +1,7 @@
 """The PreSync hook objects render appends for a namespace (docs/design.md "Hook objects").
 
-ServiceAccount, Role and RoleBinding (waves -3..-2), the plan ConfigMap (-1) and the Job (0),
+ServiceAccount, Role and RoleBinding (waves -3..-2), the plan ConfigMap (-1; and a Secret
+beside it when pods read Secrets of the app) and the Job (0),
 each an Argo CD PreSync hook deleted before it is created again, or for Helm (``--helm``) a
 pre-install/pre-upgrade hook with the same order and policy (Helm 4 reads hooks from the
 post-renderer's output; Helm 3 applies them as plain objects).  Least privilege: the Role
@@ -13,13 +14,18 @@ import base64
 import gzip
 from typing import Any
 
-from raygitops.plan import Plan
+from raygitops.plan import Plan, secrets_json
 from raygitops.settings import Settings
 
 NAME = "raygitops-presync"
 PLAN_CONFIGMAP = "raygitops-plan"
 PLAN_KEY = "plan.json"
 PLAN_MOUNT = "/plan"
+# The content of the Secrets the clusters' pods read (presync.configlive), when they read any:
+# a Secret of its own, never the plan ConfigMap.
+SECRETS_SECRET = "raygitops-plan-secrets"
+SECRETS_KEY = "secrets.json"
+SECRETS_MOUNT = "/plan-secrets"
 HOOK_UID = 999
 # Above this the plan is gzip'ed into binaryData: a ConfigMap holds at most 1 MiB.
 PLAN_COMPRESS_BYTES = 512 * 1024
@@ -43,13 +49,16 @@ LABELS = {
 
 
 def _config_rules(plan: Plan) -> list[dict[str, Any]]:
-    """The ConfigMaps the hook makes live before new pods start (presync.configlive): read and
-    patch only those by name; create (which RBAC cannot limit by name) for one not there yet."""
-    if not plan.config_maps:
-        return []
-    return [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": sorted(plan.config_maps),
-             "verbs": ["get", "patch"]},
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]
+    """The ConfigMaps and Secrets the hook makes live before new pods start
+    (presync.configlive): read and patch only those by name; create (which RBAC cannot limit
+    by name) for one not there yet."""
+    rules = []
+    for resource, names in (("configmaps", plan.config_maps), ("secrets", plan.secrets)):
+        if names:
+            rules += [{"apiGroups": [""], "resources": [resource], "resourceNames": sorted(names),
+                       "verbs": ["get", "patch"]},
+                      {"apiGroups": [""], "resources": [resource], "verbs": ["create"]}]
+    return rules
 
 
 def _hook_annotations(wave: int, helm: bool) -> dict[str, str]:
@@ -75,19 +84,34 @@ def _meta(name: str, plan: Plan, wave: int, settings: Settings) -> dict[str, Any
     return meta
 
 
+def _packed(key: str, text: str) -> tuple[str, bytes]:
+    """A file for the Job: ``key`` as it is, or gzip'ed as ``key.gz`` when large (a
+    ConfigMap or Secret holds at most 1 MiB; the hook reads either, plan.load_plan)."""
+    if len(text.encode()) > PLAN_COMPRESS_BYTES:
+        return key + ".gz", gzip.compress(text.encode(), mtime=0)
+    return key, text.encode()
+
+
 def _plan_configmap(plan: Plan, settings: Settings) -> dict[str, Any]:
-    text = plan.dumps()
-    configmap: dict[str, Any] = {
+    key, raw = _packed(PLAN_KEY, plan.dumps())
+    return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _meta(PLAN_CONFIGMAP, plan, -1, settings),
+        **({"binaryData": {key: base64.b64encode(raw).decode()}} if key.endswith(".gz") else
+           {"data": {key: raw.decode()}}),
     }
-    if len(text.encode()) > PLAN_COMPRESS_BYTES:
-        packed = gzip.compress(text.encode(), mtime=0)
-        configmap["binaryData"] = {PLAN_KEY + ".gz": base64.b64encode(packed).decode()}
-    else:
-        configmap["data"] = {PLAN_KEY: text}
-    return configmap
+
+
+def _secrets_secret(plan: Plan, settings: Settings) -> dict[str, Any]:
+    key, raw = _packed(SECRETS_KEY, secrets_json(plan))
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": _meta(SECRETS_SECRET, plan, -1, settings),
+        "type": "Opaque",
+        "data": {key: base64.b64encode(raw).decode()},
+    }
 
 
 def _job_name(plan: Plan, settings: Settings) -> str:
@@ -99,6 +123,7 @@ def _job(plan: Plan, settings: Settings) -> dict[str, Any]:
     args = [
         "presync",
         "--plan", f"{PLAN_MOUNT}/{PLAN_KEY}",
+        *(["--secrets", f"{SECRETS_MOUNT}/{SECRETS_KEY}"] if plan.secrets else []),
         "--timeout", str(settings.timeout_seconds),
         "--drain-grace", str(settings.drain_grace_seconds),
         "--max-parallel", str(settings.max_parallel),
@@ -145,11 +170,15 @@ def _job(plan: Plan, settings: Settings) -> dict[str, Any]:
                                 "limits": {"memory": "256Mi"},
                             },
                             "volumeMounts": [
-                                {"name": "plan", "mountPath": PLAN_MOUNT, "readOnly": True}
+                                {"name": "plan", "mountPath": PLAN_MOUNT, "readOnly": True},
+                                *([{"name": "secrets", "mountPath": SECRETS_MOUNT, "readOnly": True}]
+                                  if plan.secrets else []),
                             ],
                         }
                     ],
-                    "volumes": [{"name": "plan", "configMap": {"name": PLAN_CONFIGMAP}}],
+                    "volumes": [{"name": "plan", "configMap": {"name": PLAN_CONFIGMAP}},
+                                *([{"name": "secrets", "secret": {"secretName": SECRETS_SECRET}}]
+                                  if plan.secrets else [])],
                 },
             },
         },
@@ -157,7 +186,8 @@ def _job(plan: Plan, settings: Settings) -> dict[str, Any]:
 
 
 def hook_resources(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
-    """The five hook objects for ``plan.namespace``, in apply order."""
+    """The hook objects for ``plan.namespace``, in apply order: five, six when its
+    clusters' pods read Secrets of the app."""
     subject: dict[str, Any] = {"kind": "ServiceAccount", "name": NAME}
     if plan.namespace:  # else the RoleBinding's own (the release namespace)
         subject["namespace"] = plan.namespace
@@ -181,5 +211,6 @@ def hook_resources(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
             "subjects": [subject],
         },
         _plan_configmap(plan, settings),
+        *([_secrets_secret(plan, settings)] if plan.secrets else []),
         _job(plan, settings),
     ]

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from raygitops.errors import RaygitopsError
+from raygitops.plan import secrets_json
 from raygitops.yamlio import dump, dump_stream
 
 OUT_MARKER = ".raygitops-out"
@@ -78,14 +79,14 @@ def _file_mode() -> int:
     return 0o666 & ~umask
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _write_atomic(path: Path, text: str, mode: int | None = None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return  # unchanged: keep the mtime, so rendered-manifest repos see no churn
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".yaml")
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(text)
-    os.chmod(tmp, _file_mode())
+    os.chmod(tmp, _file_mode() if mode is None else mode)
     os.replace(tmp, path)
 
 
@@ -119,7 +120,9 @@ def write_out_dir(objects: list[dict[str, Any]], out_dir: str, default_namespace
 
 def write_plans(plans: list[Any], plan_dir: str) -> list[Path]:
     """``<namespace>.json`` per plan (``plan.json`` for one left to Helm): what the hook's
-    ConfigMap holds, for ``raygitops presync --plan`` run by hand."""
+    ConfigMap holds, for ``raygitops presync --plan`` run by hand; and, when the clusters'
+    pods read Secrets of the app, ``<namespace>.secrets.json`` (the hook Secret's content,
+    for ``--secrets``; mode 0600)."""
     if not plans:
         raise RaygitopsError("--plan-out: no RayCluster opts in (or asks for KubeRay's Recreate): there is no plan")
     root = Path(plan_dir)
@@ -130,4 +133,8 @@ def write_plans(plans: list[Any], plan_dir: str) -> list[Path]:
         path = root / f"{plan.namespace or 'plan'}.json"
         _write_atomic(path, json.dumps(plan.to_json(), indent=2, sort_keys=True) + "\n")
         written.append(path)
+        if plan.secrets:
+            secrets = root / f"{plan.namespace or 'plan'}.secrets.json"
+            _write_atomic(secrets, secrets_json(plan) + "\n", mode=0o600)
+            written.append(secrets)
     return written

@@ -13,14 +13,17 @@ import json
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from raygitops import __version__, convert, strategy
+from raygitops.configrefs import CONFIG_HASH_ANNOTATION, SECRET_HASH_ANNOTATION
 from raygitops.errors import RaygitopsError
 from raygitops.hashing import NO_RULES, SCHEME, GroupHashes, HashRules, PodShapingSpec
 
 PLAN_API_VERSION = "raygitops.dev/v1"
 PLAN_KIND = "PresyncPlan"
+SECRETS_KIND = "PresyncSecrets"
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -42,9 +45,18 @@ class ClusterPlan:
     # ReplaceGroups only: how many pods of a changed group may be missing at once ("2", "25%")
     max_unavailable: str | None = None
     # config hashes by group key ("head", "worker:<name>"), and the app's ConfigMaps the
-    # groups read (configrefs): the hook makes their content live before new pods start
+    # groups read (configrefs): the hook makes their content live before new pods start;
+    # the same for Secrets (their content reaches the hook in a Secret, never in the plan)
     config: dict[str, str] = field(default_factory=dict)
     config_maps: tuple[str, ...] = ()
+    secret_config: dict[str, str] = field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
+
+    def config_hashes(self) -> dict[str, dict[str, str]]:
+        """The desired config hashes by the pod annotation that carries them, then group key."""
+        return {annotation: hashes for annotation, hashes in ((CONFIG_HASH_ANNOTATION, self.config),
+                                                              (SECRET_HASH_ANNOTATION, self.secret_config))
+                if hashes}
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -62,6 +74,9 @@ class ClusterPlan:
         if self.config:  # absent otherwise: plans without config keep their digest
             data["configHashes"] = dict(sorted(self.config.items()))
             data["configMaps"] = list(self.config_maps)
+        if self.secret_config:
+            data["secretHashes"] = dict(sorted(self.secret_config.items()))
+            data["secrets"] = list(self.secrets)
         return data
 
     @classmethod
@@ -77,20 +92,24 @@ class ClusterPlan:
             max_unavailable=_max_unavailable(data),
             config={str(k): str(v) for k, v in (data.get("configHashes") or {}).items()},
             config_maps=tuple(convert.string_list(data.get("configMaps") or [])),
+            secret_config={str(k): str(v) for k, v in (data.get("secretHashes") or {}).items()},
+            secrets=tuple(convert.string_list(data.get("secrets") or [])),
         )
 
 
-def _config_maps(value: Any) -> dict[str, dict[str, Any]]:
-    """``configMaps`` of a plan read back: name -> {data, binaryData} of string maps."""
+def _contents(value: Any, what: str, sections: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """``configMaps`` of a plan (``sections`` data, binaryData) or ``secrets`` of a secrets
+    file (data; and a string ``type``) read back: name -> string maps."""
     if not isinstance(value, dict):
-        raise ValueError("configMaps is not a mapping")
+        raise ValueError(f"{what} is not a mapping")
     out = {}
     for name, body in value.items():
-        if not isinstance(body, dict) or not all(
+        if not isinstance(body, dict) or not isinstance(body.get("type", ""), str) or not all(
                 isinstance(body.get(k, {}), dict) and all(isinstance(v, str) for v in body.get(k, {}).values())
-                for k in ("data", "binaryData")):
-            raise ValueError(f"configMaps[{name!r}] is not data/binaryData string maps")
-        out[str(name)] = {k: dict(body[k]) for k in ("data", "binaryData") if k in body}
+                for k in sections):
+            raise ValueError(f"{what}[{name!r}] is not {'/'.join(sections)} string maps")
+        out[str(name)] = {k: body[k] if k == "type" else dict(body[k])
+                          for k in (*sections, "type") if k in body}
     return out
 
 
@@ -152,6 +171,9 @@ class Plan:
     hash_ignore: tuple[str, ...] = ()
     # the content (data, binaryData) of the app's ConfigMaps its clusters' pods read, by name
     config_maps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the same of its Secrets (data, type): never written into the plan's JSON; render puts
+    # it in the hook's own Secret (secrets_json), the hook reads it with --secrets
+    secrets: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         data = {
@@ -194,31 +216,83 @@ class Plan:
                 settings=HookSettings.from_json(data.get("settings") or {}),
                 app=data.get("app"),
                 hash_ignore=ignore,
-                config_maps=_config_maps(data.get("configMaps") or {}),
+                config_maps=_contents(data.get("configMaps") or {}, "configMaps", ("data", "binaryData")),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise RaygitopsError(f"malformed plan: {type(err).__name__}: {err}") from None
 
 
-def load_plan(path: str) -> Plan:
-    """Read a plan file; ``plan.json.gz`` beside it is read when the ConfigMap had to
-    compress a large plan."""
-    candidates = [Path(path), Path(path + ".gz")]
-    for candidate in candidates:
+def secrets_json(plan: Plan) -> str:
+    """The hook's secrets file for ``plan``: the content of the Secrets its clusters' pods
+    read, by name (the hook's own Secret carries it; the plan only names them)."""
+    return json.dumps({"apiVersion": PLAN_API_VERSION, "kind": SECRETS_KIND, "namespace": plan.namespace,
+                       "secrets": plan.secrets}, sort_keys=True, separators=(",", ":"))
+
+
+def _secrets_from_json(data: Any) -> tuple[str | None, dict[str, dict[str, Any]]]:
+    if not isinstance(data, dict) or data.get("kind") != SECRETS_KIND or data.get("apiVersion") != PLAN_API_VERSION:
+        raise RaygitopsError(f"not a raygitops secrets file ({PLAN_API_VERSION} {SECRETS_KIND} expected)")
+    try:
+        namespace = None if data.get("namespace") is None else convert.namespace(data["namespace"])
+        return namespace, _contents(data.get("secrets") or {}, "secrets", ("data",))
+    except ValueError as err:
+        raise RaygitopsError(f"malformed secrets file: {err}") from None
+
+
+def _read_json(path: str, what: str, parse: Callable[[Any], T]) -> T:
+    """Read a JSON file the hook's Job mounts (``<path>.gz`` beside it when render had to
+    compress it), parsed by ``parse``; errors name the file."""
+    for candidate in (Path(path), Path(path + ".gz")):
         if candidate.is_file():
             try:
                 raw = candidate.read_bytes()
                 if candidate.suffix == ".gz":
                     raw = gzip.decompress(raw)
-                return Plan.from_json(json.loads(raw))
+                return parse(json.loads(raw))
             except json.JSONDecodeError as err:
-                raise RaygitopsError(f"plan is not JSON: {err.msg}", str(candidate), err.lineno) from None
+                raise RaygitopsError(f"{what} is not JSON: {err.msg}", str(candidate), err.lineno) from None
             except UnicodeDecodeError:
-                raise RaygitopsError("plan is not UTF-8 JSON", str(candidate)) from None
+                raise RaygitopsError(f"{what} is not UTF-8 JSON", str(candidate)) from None
             except RecursionError:
-                raise RaygitopsError("plan nests too deeply", str(candidate)) from None
+                raise RaygitopsError(f"{what} nests too deeply", str(candidate)) from None
             except (OSError, EOFError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
-                raise RaygitopsError(f"cannot read the plan: {err}", str(candidate)) from None
+                raise RaygitopsError(f"cannot read the {what}: {err}", str(candidate)) from None
             except RaygitopsError as err:
                 raise err.located(str(candidate)) from None
-    raise RaygitopsError("plan file not found", path)
+    raise RaygitopsError(f"{what} file not found", path)
+
+
+def load_plan(path: str) -> Plan:
+    """Read a plan file (or ``plan.json.gz`` beside it)."""
+    return _read_json(path, "plan", Plan.from_json)
+
+
+def load_secrets(path: str) -> tuple[str | None, dict[str, dict[str, Any]]]:
+    """Read a secrets file (or its ``.gz``): its plan's namespace and the Secrets' content."""
+    return _read_json(path, "secrets", _secrets_from_json)
+
+
+def _shown(namespace: str | None) -> str:
+    return namespace or "(the hook's own)"
+
+
+def with_secrets(plans: list[Plan], files: list[tuple[str, str | None, dict[str, dict[str, Any]]]]) -> list[Plan]:
+    """Each plan with the Secret content of the secrets file of its namespace (``files``:
+    path, namespace, content). Fails closed: a plan naming a Secret the files do not carry
+    would let new pods start with the old content under the new hash."""
+    by_namespace: dict[str | None, dict[str, dict[str, Any]]] = {}
+    for path, namespace, content in files:
+        if namespace in by_namespace or namespace not in {p.namespace for p in plans}:
+            raise RaygitopsError(f"secrets file for namespace {_shown(namespace)}: "
+                                 + ("given twice" if namespace in by_namespace else "no --plan for it"), path)
+        by_namespace[namespace] = content
+    out = []
+    for plan in plans:
+        content = by_namespace.get(plan.namespace, {})
+        missing = sorted({s for c in plan.clusters for s in c.secrets} - set(content))
+        if missing:
+            raise RaygitopsError(f"the plan of namespace {_shown(plan.namespace)} names Secret "
+                                 f"{', '.join(missing)} but no --secrets file carries its content: refusing "
+                                 "(new pods would start with the old content)")
+        out.append(dataclasses.replace(plan, secrets=content))
+    return out

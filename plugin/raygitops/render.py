@@ -39,7 +39,8 @@ class RenderedCluster:
     spec: dict[str, Any]
     source: str
     untracked: list[str] = field(default_factory=list)  # "Kind/name" its pods read, not hashed (configrefs)
-    config: dict[str, dict[str, Any]] = field(default_factory=dict)  # tracked ConfigMaps' content by name
+    # the content of the ConfigMaps and Secrets its pods read, by (kind, name) (configrefs)
+    config: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -72,10 +73,10 @@ def _write_hashes(spec: dict[str, Any], hashes: GroupHashes) -> None:
         stamp_group(group, hashes.workers[group["groupName"]])
 
 
-def _stamp_config(obj: dict[str, Any], spec: dict[str, Any],
-                  configmaps: dict[str, dict[str, Any]]) -> tuple[dict[str, str], list[str], list[str]]:
-    """Stamp each group template with its config hash (or remove a stale one); the hashes by
-    group key, the tracked ConfigMap names and the untracked references."""
+def _stamp_config(obj: dict[str, Any], spec: dict[str, Any], objects: dict[tuple[str, str], dict[str, Any]]
+                  ) -> tuple[dict[str, dict[str, str]], list[configrefs.GroupConfig]]:
+    """Stamp each group template with its config hashes (or remove stale ones); the hashes
+    by kind and group key, and each group's config (tracked and untracked references)."""
     track = annotations(obj).get(configrefs.TRACK_ANNOTATION, "true")
     if not isinstance(track, str):
         raise RaygitopsError(f"annotation {configrefs.TRACK_ANNOTATION}: is {type(track).__name__} "
@@ -83,21 +84,23 @@ def _stamp_config(obj: dict[str, Any], spec: dict[str, Any],
     if track not in ("true", "false"):
         raise RaygitopsError(f"annotation {configrefs.TRACK_ANNOTATION}: {printable(repr(track))[:60]} "
                              "is not true or false")
+    if track == "false":
+        objects = {}
     groups = [("head", spec["headGroupSpec"])] + [(f"worker:{g['groupName']}", g)
                                                   for g in spec.get("workerGroupSpecs") or []]
-    hashes: dict[str, str] = {}
+    hashes: dict[str, dict[str, str]] = {kind: {} for kind in configrefs.HASH_ANNOTATIONS}
     found = []
     for key, group in groups:
-        config = configrefs.group_config(group.get("template"), configmaps if track == "true" else {})
-        found.append(config)
+        config = configrefs.group_config(group.get("template"), objects)
+        found.append(config if track == "true" else configrefs.GroupConfig())
         meta = (group.get("template") or {}).get("metadata")
-        if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
-            meta["annotations"].pop(configrefs.CONFIG_HASH_ANNOTATION, None)
-        if config.hash:
-            stamp_group(group, config.hash, configrefs.CONFIG_HASH_ANNOTATION)
-            hashes[key] = config.hash
-    untracked = sorted({u for c in found for u in c.untracked}) if track == "true" else []
-    return hashes, configrefs.tracked_names(found), untracked
+        for kind, annotation in configrefs.HASH_ANNOTATIONS.items():
+            if isinstance(meta, dict) and isinstance(meta.get("annotations"), dict):
+                meta["annotations"].pop(annotation, None)
+            if kind in config.hashes:
+                stamp_group(group, config.hashes[kind], annotation)
+                hashes[kind][key] = config.hashes[kind]
+    return hashes, found
 
 
 def _check_object(doc: Document) -> tuple[str, str, str]:
@@ -161,7 +164,7 @@ def _check_schema(spec: dict[str, Any], kuberay_version: str | None) -> list[str
 
 
 def _render_cluster(doc: Document, namespace: str | None, settings: Settings,
-                    configmaps: dict[str, dict[str, Any]]) -> tuple[RenderedCluster, list[str]]:
+                    objects: dict[tuple[str, str], dict[str, Any]]) -> tuple[RenderedCluster, list[str]]:
     """The rendered cluster and the warnings about it."""
     obj = doc.obj
     if "name" not in obj["metadata"]:
@@ -179,7 +182,7 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings,
     _write_hashes(spec, hashes)
     # A spec that keeps KubeRay's own Recreate is not config-hashed: the operator hashes the
     # template annotations, so adding one would restart the pods once after an upgrade.
-    config, tracked, untracked = _stamp_config(obj, spec, {} if strategy.native_recreate(obj) else configmaps)
+    config, found = _stamp_config(obj, spec, {} if strategy.native_recreate(obj) else objects)
     # The plan carries the stamped templates: the hook's resume patch writes them, and pods
     # created right after it must already carry their hash.
     shaping = pod_shaping_spec(spec)
@@ -194,24 +197,31 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings,
         native=strategy.native_recreate(obj),
         rules=rules,
         max_unavailable=strategy.max_unavailable(obj, chosen),
-        config=config,
-        config_maps=tuple(tracked),
+        config=config[configrefs.CONFIGMAP],
+        config_maps=tuple(configrefs.tracked_names(found, configrefs.CONFIGMAP)),
+        secret_config=config[configrefs.SECRET],
+        secrets=tuple(configrefs.tracked_names(found, configrefs.SECRET)),
     )
-    contents = {name: configrefs.content(configmaps[name]) for name in tracked}
-    return RenderedCluster(namespace, cluster.name, cluster, spec, f"{doc.path}:{doc.line}", untracked,
-                           contents), warnings
+    return RenderedCluster(namespace, cluster.name, cluster, spec, f"{doc.path}:{doc.line}",
+                           sorted({u for c in found for u in c.untracked}),
+                           {ref: configrefs.content(objects[ref]) for c in found for ref in c.tracked}), warnings
 
 
-def _configmaps(documents: list[Document], default_namespace: str | None) -> dict[str | None, dict[str, dict]]:
-    """The app's ConfigMaps by namespace and name (a pre-pass: a RayCluster may come first)."""
-    out: dict[str | None, dict[str, dict]] = {}
+def _config_objects(documents: list[Document],
+                    default_namespace: str | None) -> dict[str | None, dict[tuple[str, str], dict]]:
+    """The app's ConfigMaps and Secrets by namespace and (kind, name) (a pre-pass: a
+    RayCluster may come first)."""
+    out: dict[str | None, dict[tuple[str, str], dict]] = {}
     for doc in documents:
         obj = doc.obj
         meta = obj.get("metadata") if isinstance(obj, dict) else None
-        if isinstance(meta, dict) and obj.get("apiVersion") == "v1" and obj.get("kind") == configrefs.CONFIGMAP \
+        if isinstance(meta, dict) and obj.get("apiVersion") == "v1" and obj.get("kind") in (configrefs.CONFIGMAP, configrefs.SECRET) \
                 and isinstance(meta.get("name"), str):
+            problem = configrefs.secret_problem(obj) if obj["kind"] == configrefs.SECRET else None
+            if problem:
+                raise RaygitopsError(f"Secret {printable(meta['name'])[:100]}: {printable(problem)}", doc.path, doc.line)
             namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else default_namespace
-            out.setdefault(namespace, {})[meta["name"]] = obj
+            out.setdefault(namespace, {})[obj["kind"], meta["name"]] = obj
     return out
 
 
@@ -227,7 +237,7 @@ def render_documents(
     # raygitops' own hook objects in the input (a rendered stream rendered again) are made
     # anew below: render is idempotent
     documents = [d for d in documents if not _is_own_hook_object(d.obj)]
-    configmaps = _configmaps(documents, default_namespace)
+    objects = _config_objects(documents, default_namespace)
     for doc in documents:
         group, kind, name = _check_object(doc)
         obj = doc.obj
@@ -248,7 +258,7 @@ def render_documents(
                 # for Helm it stays where Helm puts it, and so does the hook.
                 if namespace:
                     obj["metadata"].setdefault("namespace", namespace)
-                cluster, warnings = _render_cluster(doc, namespace, settings, configmaps.get(namespace, {}))
+                cluster, warnings = _render_cluster(doc, namespace, settings, objects.get(namespace, {}))
                 result.warnings += [f"{printable(where)}: {w}" for w in [*strategy.annotation_warnings(obj), *warnings]]
                 result.clusters.append(cluster)
             elif group == "ray.io" and kind in strategy.EMBEDDED_SPEC:
@@ -284,8 +294,10 @@ def render_documents(
             settings=hook,
             app=app,
             hash_ignore=tuple(settings.hash_ignore),
-            config_maps={name: configrefs.content(configmaps[ns][name]) for c in result.clusters if c.namespace == ns
-                         for name in c.plan.config_maps},
+            config_maps={name: configrefs.payload(objects[ns][configrefs.CONFIGMAP, name])
+                         for c in result.clusters if c.namespace == ns for name in c.plan.config_maps},
+            secrets={name: configrefs.payload(objects[ns][configrefs.SECRET, name])
+                     for c in result.clusters if c.namespace == ns for name in c.plan.secrets},
         )
         result.plans.append(plan)
         for hook_object in hook_resources(plan, settings):

@@ -4,7 +4,7 @@ The image comes from ``tests/image/build.sh`` (no registry: a locally bootstrapp
 base). :func:`pod_argv` turns a rendered pod spec (the hook Job's template) into one
 ``podman run``: the container's command and args, its env, the pod's user and group, a
 read-only root filesystem when the spec asks for one, dropped capabilities, every
-ConfigMap volume as a read-only directory of its keys, and the ServiceAccount files a
+ConfigMap and Secret volume as a read-only directory of its keys, and the ServiceAccount files a
 kubelet projects (token, ca.crt, namespace) with ``KUBERNETES_SERVICE_HOST/PORT``: the
 process inside sees what it would see in a cluster (in-cluster credentials, host network
 standing in for the Service IP).
@@ -61,7 +61,8 @@ def write_service_account(directory: Path, token: str, ca_file: str, namespace: 
 
 
 def pod_argv(pod_spec: dict[str, Any], image: str, *, config_maps: dict[str, dict[str, str]],
-             service_account_dir: Path, server: str, work: Path) -> list[str]:
+             service_account_dir: Path, server: str, work: Path,
+             secrets: dict[str, dict[str, bytes]] | None = None) -> list[str]:
     """``podman run`` arguments for the pod's single container (see the module docstring)."""
     (container,) = pod_spec["containers"]
     pod_sc, sc = pod_spec.get("securityContext") or {}, container.get("securityContext") or {}
@@ -78,13 +79,15 @@ def pod_argv(pod_spec: dict[str, Any], image: str, *, config_maps: dict[str, dic
     for mount in container.get("volumeMounts", []):
         if mount["mountPath"] == SA_DIR:  # the API server's kube-api-access volume: mounted above
             continue
-        source = volumes[mount["name"]]["configMap"]["name"]  # the hook mounts ConfigMaps only
+        volume = volumes[mount["name"]]  # the hook mounts a ConfigMap, and a Secret when pods read some
+        files: dict[str, str | bytes] = (config_maps[volume["configMap"]["name"]] if "configMap" in volume
+                                         else (secrets or {})[volume["secret"]["secretName"]])
         directory = work / "volumes" / mount["name"]
         directory.mkdir(parents=True, exist_ok=True)
         directory.chmod(0o755)
-        for key, value in config_maps[source].items():
-            (directory / key).write_text(value)
-            (directory / key).chmod(0o644)
+        for key, value in files.items():
+            (directory / key).write_bytes(value if isinstance(value, bytes) else value.encode())
+            (directory / key).chmod(0o644)  # the kubelet's default mode for both
         argv.append(f"--volume={directory}:{mount['mountPath']}:ro")
     argv += [f"--entrypoint={container['command'][0]}", image, *container["command"][1:], *container.get("args", [])]
     return argv

@@ -8,7 +8,7 @@ kubelet would do with each one, once:
 1. asks the API server for a token of the pod's ServiceAccount, bound to the pod
    (TokenRequest), and lays out the projected files (token, ca.crt, namespace) — so the
    Role and RoleBinding the render emits are what the hook runs with, not admin rights;
-2. mounts the pod's ConfigMap volumes as read-only directories of their keys;
+2. mounts the pod's ConfigMap and Secret volumes as read-only directories of their keys;
 3. reports the pod Running, runs its container in the raygitops image with podman
    (:mod:`imagerun`: the pod's user, read-only root, dropped capabilities, env, host
    network standing in for the Service IP), and on deletion of the pod (Job deleted,
@@ -23,6 +23,7 @@ output is kept in ``<log_dir>/<namespace>_<pod>.log``.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import json
 import subprocess
@@ -143,9 +144,12 @@ class JobRunner:
                                                                 uid=pod.metadata.uid)))).status.token
         config_maps = {v["configMap"]["name"]: self.api.read_namespaced_config_map(v["configMap"]["name"], ns).data or {}
                        for v in spec.get("volumes", []) if "configMap" in v}
+        secrets = {v["secret"]["secretName"]: {k: base64.b64decode(b) for k, b in (
+            self.api.read_namespaced_secret(v["secret"]["secretName"], ns).data or {}).items()}
+            for v in spec.get("volumes", []) if "secret" in v}
         sa_dir = imagerun.write_service_account(work / "serviceaccount", token, self.ca_file, ns)
         argv = imagerun.pod_argv(spec, self.image, config_maps=config_maps, service_account_dir=sa_dir,
-                                 server=self.server, work=work)
+                                 server=self.server, work=work, secrets=secrets)
         return [argv[0], f"--name={self._container(pod)}", *argv[1:]]
 
     def _deleted(self, pod: client.V1Pod) -> bool:

@@ -10,6 +10,7 @@ pods' exit codes, or on the RayCluster's pods.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import shutil
@@ -83,8 +84,9 @@ class Deployed:
         self.repo = GitRepo(tmp_path / "repo")
         self.app_kw = app_kw
 
-    def push(self, cluster: dict[str, Any], message: str, hook: dict[str, Any] | None = None) -> str:
-        return self.repo.commit(app_files(cluster, hook), message)
+    def push(self, cluster: dict[str, Any], message: str, hook: dict[str, Any] | None = None,
+             extra: dict[str, str] | None = None) -> str:
+        return self.repo.commit({**app_files(cluster, hook), **(extra or {})}, message)
 
     def create(self) -> None:
         self.argocd.apply_application(application(self.name, self.repo, self.namespace, **self.app_kw))
@@ -131,9 +133,9 @@ class Deployed:
         """The PresyncReport the last hook run printed (stdout; the pod's log also holds stderr)."""
         return self.runner.last_report(self.namespace)
 
-    def start(self, cluster: dict[str, Any]) -> dict[str, Any]:
+    def start(self, cluster: dict[str, Any], extra: dict[str, str] | None = None) -> dict[str, Any]:
         """Create the Application, sync it once, wait until Synced + Healthy; the live cluster."""
-        revision = self.push(cluster, "first")
+        revision = self.push(cluster, "first", extra=extra)
         self.create()
         app = self.sync(revision)
         assert status(app)[2] == "Succeeded", operation(app)
@@ -267,6 +269,51 @@ def test_image_change_recreates_through_argocd(deployed: Deployed):
     assert "Degraded" not in recorder.health and "Progressing" in recorder.health, recorder.health
     print(f"\nArgo CD sync of an image change to Healthy: {seconds} s (3 pods recreated)")
     (deployed.plane.log_dir / "argocd-sync-seconds.txt").write_text(f"{seconds}\n")
+
+
+def _reading_secret(password: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """The demo cluster whose worker group reads Secret creds (an env secretKeyRef), and the
+    Secret as an app file."""
+    cluster = raycluster(replicas=1)
+    worker = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    worker["env"].append({"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "PASSWORD"}}})
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"}, "type": "Opaque",
+              "stringData": {"PASSWORD": password}}
+    return cluster, {"app/creds.yaml": yaml.safe_dump(secret)}
+
+
+def test_a_secret_change_reaches_new_pods_through_argocd(deployed: Deployed):
+    """Only a Secret the workers read changes in Git. Argo CD applies the hook's own Secret
+    (PreSync, wave -1) and the Job that mounts it; the hook writes the new value before it
+    resumes the cluster, so every new pod starts with it; the hook's log names the Secret,
+    never the value."""
+    value = "argocd-e2e-value-never-printed"
+    cluster, files = _reading_secret("old-" + value)
+    deployed.start(cluster, extra=files)
+    before = {p["metadata"]["uid"] for p in deployed.plane.wait_for(
+        lambda: len(deployed.pods()) == 2 and deployed.pods(), timeout=60, message="2 pods")}
+    stamp = "raygitops.dev/secret-hash"
+    old = {p["metadata"]["annotations"].get(stamp) for p in deployed.pods() if p["metadata"]["labels"]["ray.io/group"] != "headgroup"}
+    _, files = _reading_secret(value)
+    revision = deployed.push(cluster, "new password", extra=files)
+    app = deployed.sync(revision)
+    assert status(app)[2] == "Succeeded", operation(app)
+    deployed.healthy(timeout=180)
+    results = {(r["kind"], r["name"]): r for r in app["status"]["operationState"]["syncResult"]["resources"]}
+    hook_secret = results[("Secret", "raygitops-plan-secrets")]
+    assert (hook_secret["syncPhase"], hook_secret.get("hookType")) == ("PreSync", "PreSync"), hook_secret
+    live = deployed.plane.get("secret", "creds", deployed.namespace)
+    assert base64.b64decode(live["data"]["PASSWORD"]).decode() == value
+    pods = deployed.pods()
+    workers = [p for p in pods if p["metadata"]["labels"]["ray.io/group"] != "headgroup"]
+    assert before.isdisjoint({p["metadata"]["uid"] for p in pods})  # Recreate: the whole cluster
+    new = {p["metadata"]["annotations"].get(stamp) for p in workers}
+    assert len(new) == 1 and None not in new and new != old, (old, new)
+    report = deployed.hook_report()
+    assert report["summary"]["recreated"] == 1, report
+    assert report["clusters"][0]["drift"]["worker:small"]["how"] == "secret-hash", report
+    log = deployed.hook_log()
+    assert "Secret/creds" in log and value not in log and base64.b64encode(value.encode()).decode() not in log
 
 
 def test_replica_change_deletes_no_pod(deployed: Deployed):

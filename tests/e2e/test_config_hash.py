@@ -1,17 +1,19 @@
 """Config changes count, on both operators (KubeRay 1.5 and KUBERAY_NEXT_VERSION).
 
-A ConfigMap of the app read by a group (``envFrom``) changes in Git while the pod templates
-do not: the group is stale by its config hash, the hook writes the new content before any new
-pod can start and replaces (ReplaceGroups) or recreates (Recreate) what reads it. The order is
-observed, not assumed: a watch records the etcd revision at which each new pod was created,
-and every one comes after the revision of the hook's ConfigMap write. The hook runs with the
-rendered ServiceAccount's token (its Role names the ConfigMaps it may write).
+A ConfigMap (``envFrom``) or a Secret (an env ``secretKeyRef``) of the app read by a group
+changes in Git while the pod templates do not: the group is stale by its config hash, the
+hook writes the new content before any new pod can start and replaces (ReplaceGroups) or
+recreates (Recreate) what reads it. The order is observed, not assumed: a watch records the
+etcd revision at which each new pod was created, and every one comes after the revision of
+the hook's write. The hook runs with the rendered ServiceAccount's token (its Role names the
+ConfigMaps and Secrets it may write).
 """
 
 from __future__ import annotations
 
-import json
+import base64
 import io
+import json
 import subprocess
 import sys
 import tarfile
@@ -34,7 +36,11 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]
 # main just before config hashes: its render stamps no config hash (the upgrade test)
 BEFORE_CONFIG_HASHES = "dad1cc15a2d29ab9dffea7eb1ccc1e0285baaa3b"
+# main just before Secrets were tracked: ConfigMap hashes only
+BEFORE_SECRET_HASHES = "289a4b5b5b9411e3e39a2a3a5258d39709197844"
 CONFIG = "raygitops.dev/config-hash"
+SECRET = "raygitops.dev/secret-hash"
+PASSWORD = "e2e-secret-value-never-printed"
 
 
 @pytest.fixture
@@ -45,26 +51,36 @@ def app(plane, tmp_path):
 
 
 class ConfigApp(HookApp):
-    """A RayCluster and the ConfigMap ``settings`` its group ``big`` reads."""
+    """A RayCluster, the ConfigMap ``settings`` its group ``big`` reads and, when given, the
+    Secret ``creds`` (``password``)."""
 
-    def write_with(self, cluster: dict[str, Any], data: dict[str, str]) -> None:
+    def write_with(self, cluster: dict[str, Any], data: dict[str, str], password: str | None = None) -> None:
         self.write(cluster)
         (self.dir / "settings.yaml").write_text(yaml.safe_dump(
             {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": data}))
+        if password is not None:
+            (self.dir / "creds.yaml").write_text(yaml.safe_dump(
+                {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"}, "type": "Opaque",
+                 "stringData": {"PASSWORD": password}}))
 
-    def sync_with(self, cluster: dict[str, Any], data: dict[str, str]) -> dict[str, Any]:
-        self.write_with(cluster, data)
+    def sync_with(self, cluster: dict[str, Any], data: dict[str, str], password: str | None = None) -> dict[str, Any]:
+        self.write_with(cluster, data, password)
         objs, _, plan = self.render()
         report = json.loads(self.presync(plan).stdout)
         self.apply(objs)
         return report
 
 
-def reading_config(strategy: str = "ReplaceGroups", group: str = "big") -> dict[str, Any]:
+def reading_config(strategy: str = "ReplaceGroups", group: str = "big", secret: bool = False) -> dict[str, Any]:
+    """``group`` reads ConfigMap ``settings`` (envFrom) and, with ``secret``, Secret ``creds``
+    (an env secretKeyRef)."""
     obj = two_groups(strategy=strategy)
     target = obj["spec"]["headGroupSpec"] if group == "head" else next(
         g for g in obj["spec"]["workerGroupSpecs"] if g["groupName"] == group)
-    target["template"]["spec"]["containers"][0]["envFrom"] = [{"configMapRef": {"name": "settings"}}]
+    container = target["template"]["spec"]["containers"][0]
+    container["envFrom"] = [{"configMapRef": {"name": "settings"}}]
+    if secret:
+        container["env"] = [{"name": "PASSWORD", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "PASSWORD"}}}]
     if strategy == "ReplaceGroups":
         obj["metadata"]["annotations"]["raygitops.dev/max-unavailable"] = "1"
     return obj
@@ -99,19 +115,26 @@ def _demo(report: dict[str, Any]) -> dict[str, Any]:
     return next(c for c in report["clusters"] if c["name"] == "demo")
 
 
+def _hook_writes(app: ConfigApp, plane, resource: str, name: str):
+    """Render; check the Role lets the hook read and patch ``resource`` ``name`` (and only by
+    name); run the hook with pod creations watched. The objects, the plan, the hook's
+    result, the object as the hook left it, the watch."""
+    objs, hooks, plan = app.render()
+    role = next(h for h in hooks if h["kind"] == "Role")
+    assert {"apiGroups": [""], "resources": [resource], "resourceNames": [name],
+            "verbs": ["get", "patch"]} in role["rules"]
+    watch = PodsCreated(plane, app.ns)
+    res = app.presync(plan)
+    return objs, plan, res, plane.get(resource.rstrip("s"), name, app.ns), watch
+
+
 @pytest.mark.parametrize("strategy,group", [("ReplaceGroups", "big"), ("Recreate", "head")])
 def test_a_config_change_replaces_what_reads_it_after_the_new_content_is_live(app: ConfigApp, plane, strategy, group):
     cluster = reading_config(strategy, group)
     app.sync_with(cluster, {"MODE": "a"})
     before = uids_by_group(app.wait_pods(count=5))
     app.write_with(cluster, {"MODE": "b"})
-    objs, hooks, plan = app.render()
-    role = next(h for h in hooks if h["kind"] == "Role")
-    assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["settings"],
-            "verbs": ["get", "patch"]} in role["rules"]
-    watch = PodsCreated(plane, app.ns)
-    res = app.presync(plan)
-    cm = plane.get("configmap", "settings", app.ns)
+    objs, plan, res, cm, watch = _hook_writes(app, plane, "configmaps", "settings")
     assert cm["data"] == {"MODE": "b"}  # live before the sync applies it
     written = int(cm["metadata"]["resourceVersion"])
     demo = _demo(json.loads(res.stdout))
@@ -179,32 +202,89 @@ def test_upgrading_raygitops_recreates_nothing_by_itself(app: ConfigApp, tmp_pat
     assert uids_by_group(app.wait_pods(count=5)) == before
 
 
+def _never_printed(*texts: str) -> None:
+    encoded = base64.b64encode(PASSWORD.encode()).decode()
+    for text in texts:
+        assert PASSWORD not in text and encoded not in text
+
+
+def test_a_secret_change_replaces_what_reads_it_after_the_new_content_is_live(app: ConfigApp, plane):
+    """Group big reads Secret creds; only its value changes in Git. The hook writes it (under
+    the rendered Role: get/patch by name) before any new pod starts, replaces big only, and
+    prints the Secret's name, never its value."""
+    cluster = reading_config(secret=True)
+    app.sync_with(cluster, {"MODE": "a"}, password="old-" + PASSWORD)
+    before = uids_by_group(app.wait_pods(count=5))
+    app.write_with(cluster, {"MODE": "a"}, password=PASSWORD)
+    objs, plan, res, secret, watch = _hook_writes(app, plane, "secrets", "creds")
+    assert base64.b64decode(secret["data"]["PASSWORD"]).decode() == PASSWORD  # live before the sync applies it
+    written = int(secret["metadata"]["resourceVersion"])
+    demo = _demo(json.loads(res.stdout))
+    assert demo["decision"] == "replace" and demo["drift"]["worker:big"]["how"] == "secret-hash", demo
+    assert "Secret/creds" in res.stderr
+    _never_printed(res.stdout, res.stderr)
+    app.apply(objs)
+    pods = app.wait_pods(count=5, hashes=desired_hashes(rendered(objs)))
+    created = watch.done()
+    after = uids_by_group(pods)
+    assert after["headgroup"] == before["headgroup"] and after["small"] == before["small"]
+    assert after["big"].isdisjoint(before["big"])
+    assert all(created[uid] > written for uid in after["big"]), (written, {u: created.get(u) for u in after["big"]})
+    want = rendered(objs)["spec"]["workerGroupSpecs"][1]["template"]["metadata"]["annotations"][SECRET]
+    assert {p["metadata"]["annotations"].get(SECRET) for p in pods if p["metadata"]["labels"]["ray.io/group"] == "big"} \
+        == {want}
+    assert json.loads(app.presync(plan).stdout)["summary"]["inSync"] == 1
+
+
+def test_upgrading_to_secret_hashes_recreates_nothing_by_itself(app: ConfigApp, tmp_path: Path):
+    """Pods made from the render of the release before Secrets were tracked (a ConfigMap
+    hash, no Secret hash) and this version's plan for the same inputs: in sync."""
+    cluster = reading_config(secret=True)
+    app.write_with(cluster, {"MODE": "a"}, password=PASSWORD)
+    old = [o for o in _render_with(BEFORE_SECRET_HASHES, app.dir, tmp_path)
+           if "argocd.argoproj.io/hook" not in (o["metadata"].get("annotations") or {})]
+    assert CONFIG in json.dumps(old) and SECRET not in json.dumps(old)  # that release hashed ConfigMaps only
+    app.apply(old)
+    before = uids_by_group(app.wait_pods(count=5))
+    objs, _, plan = app.render()
+    assert SECRET in json.dumps(rendered(objs))  # this one hashes the Secret too
+    res = app.presync(plan)
+    assert _demo(json.loads(res.stdout))["decision"] == "in-sync", res.stdout
+    app.apply(objs)
+    assert uids_by_group(app.wait_pods(count=5)) == before
+
+
 def test_the_rendered_job_pod_replaces_and_writes_the_config_under_its_role(app: ConfigApp, plane, image: str,
                                                                              tmp_path: Path):
     """The hook as its Job runs it: the rendered Job's pod spec in the raygitops image, the
     in-cluster token of the rendered ServiceAccount (only its Role's rights), the plan
-    ConfigMap mounted where the Job mounts it. Group big's ConfigMap and image change."""
+    ConfigMap and the hook's Secret mounted where the Job mounts them. Group big's
+    ConfigMap, Secret and image change."""
     import imagerun
     from test_replace_groups import with_big_image
 
-    cluster = reading_config()
-    app.sync_with(cluster, {"MODE": "a"})
+    cluster = reading_config(secret=True)
+    app.sync_with(cluster, {"MODE": "a"}, password="old-" + PASSWORD)
     before = uids_by_group(app.wait_pods(count=5))
-    app.write_with(with_big_image(cluster), {"MODE": "b"})
+    app.write_with(with_big_image(cluster), {"MODE": "b"}, password=PASSWORD)
     objs, hooks, _ = app.render()
     plane.apply([h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")], namespace=app.ns)
     (job,) = [h for h in hooks if h["kind"] == "Job"]
     config_maps = {h["metadata"]["name"]: h["data"] for h in hooks if h["kind"] == "ConfigMap"}
+    secrets = {h["metadata"]["name"]: {k: base64.b64decode(v) for k, v in h["data"].items()}
+               for h in hooks if h["kind"] == "Secret"}
     pod = job["spec"]["template"]["spec"]
     token = plane.create_token(pod["serviceAccountName"], app.ns)
     sa_dir = imagerun.write_service_account(tmp_path / "sa", token, plane.pki.path("ca.crt"), app.ns)
     argv = imagerun.pod_argv(pod, image, config_maps=config_maps, service_account_dir=sa_dir,
-                             server=plane.server, work=tmp_path)
+                             server=plane.server, work=tmp_path, secrets=secrets)
     res = imagerun.podman(*argv, timeout=300)
     assert res.returncode == 0, f"hook in the image exited {res.returncode}\n{res.stderr}"
     demo = _demo(json.loads(res.stdout))
     assert demo["outcome"] == "replaced", demo
     assert plane.get("configmap", "settings", app.ns)["data"] == {"MODE": "b"}
+    assert base64.b64decode(plane.get("secret", "creds", app.ns)["data"]["PASSWORD"]).decode() == PASSWORD
+    _never_printed(res.stdout, res.stderr)
     app.apply(objs)
     after = uids_by_group(app.wait_pods(count=5, hashes=desired_hashes(rendered(objs))))
     assert after["headgroup"] == before["headgroup"] and after["small"] == before["small"]

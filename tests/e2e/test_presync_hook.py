@@ -7,6 +7,7 @@ client-side (Argo CD's default) or ``--server-side --force-conflicts``.
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import os
@@ -60,6 +61,11 @@ def raycluster(name: str = "demo", image: str = "rayproject/ray:2.41.0", replica
     return obj
 
 
+def secrets_file(plan: Path) -> Path:
+    """Where :meth:`App.render` puts the hook Secret's secrets.json of ``plan``."""
+    return plan.with_name(plan.name.replace("plan-", "secrets-"))
+
+
 class App:
     """An app directory in git terms: render it, sync it like Argo CD."""
 
@@ -98,6 +104,8 @@ class App:
         cms = [o for o in hooks if o["kind"] == "ConfigMap"]
         if cms:
             plan.write_text(cms[0]["data"]["plan.json"])
+        for secret in (o for o in hooks if o["kind"] == "Secret"):  # the Secrets' content, when pods read some
+            secrets_file(plan).write_bytes(base64.b64decode(secret["data"]["secrets.json"]))
         return rest, hooks, plan
 
     def presync(self, plan: Path, *extra: str, env: dict[str, str] | None = None, kubeconfig: str | None = None,
@@ -109,7 +117,8 @@ class App:
         return res
 
     def presync_argv(self, plan: Path, *extra: str, kubeconfig: str | None = None) -> list[str]:
-        return [sys.executable, "-m", "raygitops", "presync", "--plan", str(plan),
+        secrets = ["--secrets", str(secrets_file(plan))] if secrets_file(plan).exists() else []
+        return [sys.executable, "-m", "raygitops", "presync", "--plan", str(plan), *secrets,
                 "--kubeconfig", kubeconfig or self.plane.kubeconfig, "--log-format", "json",
                 "--lease-seconds", LEASE, "--timeout", "120", "--drain-grace", "20",
                 "--wait-ready" if self.wait_ready else "--no-wait-ready", *extra]

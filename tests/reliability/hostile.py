@@ -518,6 +518,20 @@ def catalog() -> list[Case]:
                        "data-nested": "data: {a: {b: 1}}"}.items():
         add(Case(f"config-content-{name}", {"c.yaml": reads + cfg.replace("data: {a: '1'}", data)},
                  expect="any", group="config-hash"))
+    # Secrets the pods read: hashed and carried to the hook, or refused at the Secret's line,
+    # naming the key and never the value (the canary must not appear in any output)
+    reads_secret = cluster().replace("        - name: w\n", "        - name: w\n          envFrom: [{secretRef: {name: sec}}]\n", 1)
+    sec = "---\napiVersion: v1\nkind: Secret\nmetadata: {name: sec}\n"
+    for name, body in {"data-list": "data: [@C@]", "data-int": "data: {a: 5}", "stringdata-nested": "stringData: {a: {b: @C@}}",
+                       "stringdata-list": "stringData: {a: [@C@]}", "stringdata-binary": "stringData: {a: !!binary aGk=}",
+                       "data-key-int": "data: {1: aGk=}"}.items():
+        add(Case(f"secret-content-{name}", {"c.yaml": lambda ws, body=body: (
+            reads_secret + sec + body.replace("@C@", ws.secret) + "\n")},
+            message="c.yaml:[0-9]+: Secret sec: (data|stringData)", group="config-hash"))
+    for name, body in {"data-null": "data: null", "binary": "data: {a: !!binary aGk=}", "both": "data: {a: aGk=}\nstringData: {a: x}",
+                       "empty": "data: {}", "huge-key-count": "data: {" + ", ".join(f"k{i}: aGk=" for i in range(5000)) + "}"}.items():
+        add(Case(f"secret-content-ok-{name}", {"c.yaml": reads_secret + sec + body + "\n"}, expect="ok",
+                 group="config-hash", check=_ok_has_kind("Secret")))
     add(Case("owner-refs-bool", {"c.yaml": cluster().replace("metadata:\n", "metadata:\n  ownerReferences: true\n", 1)},
              message="ownerReferences is bool True, not a list", group="shapes"))
 

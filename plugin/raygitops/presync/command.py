@@ -19,7 +19,7 @@ import click
 from raygitops import convert
 from raygitops.clierrors import guarded
 from raygitops.errors import RaygitopsError
-from raygitops.plan import load_plan
+from raygitops.plan import load_plan, load_secrets, with_secrets
 
 if TYPE_CHECKING:
     from raygitops.presync.kubeapi import Kube
@@ -33,6 +33,9 @@ FAILURE_MAX_CHARS = 1000
 @click.command()
 @click.option("--plan", "-f", "--filename", "plan_paths", multiple=True, required=True, metavar="FILE",
               help="Plan file (plan.json, or plan.json.gz beside it). Repeat for several namespaces.")
+@click.option("--secrets", "secrets_paths", multiple=True, metavar="FILE",
+              help="Secrets file (secrets.json of the hook's Secret): the content of the Secrets a plan "
+                   "names. Required when a plan names Secrets.")
 @click.option("--kubeconfig", default=None, help="Kubeconfig file (default: in-cluster credentials in a pod, "
               "else $KUBECONFIG / ~/.kube/config).")
 @click.option("--context", default=None, help="Kubeconfig context.")
@@ -52,7 +55,7 @@ FAILURE_MAX_CHARS = 1000
               help="This hook's own Job (in the plan's namespace): a failed run writes its reason on it "
                    f"({FAILURE_ANNOTATION}), where Argo CD's health check shows it.")
 @guarded
-def presync(plan_paths: tuple[str, ...], kubeconfig: str | None, context: str | None, dry_run: bool,
+def presync(plan_paths: tuple[str, ...], secrets_paths: tuple[str, ...], kubeconfig: str | None, context: str | None, dry_run: bool,
             timeout: int | None, drain_grace: int | None, max_parallel: int | None, wait_ready: bool | None,
             log_format: str, lease_seconds: int, namespace: str | None, job: str | None) -> None:
     """PreSync hook: recreate the pods of drifted, opted-in RayClusters."""
@@ -61,7 +64,7 @@ def presync(plan_paths: tuple[str, ...], kubeconfig: str | None, context: str | 
     from raygitops.presync.logs import RUN, Log
     from raygitops.presync.run import RunOptions, run
 
-    plans = [load_plan(p) for p in plan_paths]
+    plans = with_secrets([load_plan(p) for p in plan_paths], [(p, *load_secrets(p)) for p in secrets_paths])
     if any(p.namespace is None for p in plans):
         source, value = ("--namespace", namespace) if namespace is not None else ("the pod's namespace", own_namespace())
         try:

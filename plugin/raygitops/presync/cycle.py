@@ -168,9 +168,9 @@ def test_pause(step: str, log: Log, cluster: str) -> None:
 class Cycle:
     def __init__(self, kube: Any, log: Log, namespace: str, plan: ClusterPlan, decision: drift.Decision,
                  opts: Options, holder: str, clock: Callable[[], float] = time.time,
-                 config_maps: dict[str, dict[str, Any]] | None = None):
+                 config: dict[str, dict[str, dict[str, Any]]] | None = None):
         self.kube, self.log, self.ns, self.plan = kube, log, namespace, plan
-        self.config_maps = config_maps or {}  # the plan's ConfigMap contents (configlive)
+        self.config = config or {}  # ConfigMap and Secret contents by kind, name (configlive)
         self.decision, self.opts, self.holder, self.clock = decision, opts, holder, clock
         self.key = f"{namespace}/{plan.name}"
         self.target = plan.hashes.to_json()
@@ -393,10 +393,10 @@ class Cycle:
     # ------------------------------------------------------------------ ReplaceGroups
 
     def _make_config_live(self) -> None:
-        """The desired ConfigMaps, before any write that lets new pods start."""
-        written = configlive.make_live(self.kube, self.ns, self.plan, self.config_maps)
+        """The desired ConfigMaps and Secrets, before any write that lets new pods start."""
+        written = configlive.make_live(self.kube, self.ns, self.plan, self.config)
         if written:
-            self.log.info(self.key, "config", f"wrote the desired content of ConfigMap {', '.join(written)} "
+            self.log.info(self.key, "config", f"wrote the desired content of {', '.join(written)} "
                           "before new pods start")
 
     def _start_replacing(self, lock: locks.Lock) -> None:

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops.configrefs import CONFIG_HASH_ANNOTATION
+from raygitops.configrefs import SECRET_HASH_ANNOTATION
 from raygitops.crddefaults import strip_defaults
 from raygitops.hashing import (
     HASH_ANNOTATION,
@@ -285,17 +285,20 @@ def runs_desired(pod: dict[str, Any], plan: ClusterPlan, key: str) -> bool:
     ann = annotations(pod)
     if ann.get(HASH_ANNOTATION) != plan.hashes.groups().get(key):
         return False
-    return key not in plan.config or ann.get(CONFIG_HASH_ANNOTATION) == plan.config[key]
+    return all(key not in hashes or ann.get(annotation) == hashes[key]
+               for annotation, hashes in plan.config_hashes().items())
 
 
 def _config_drift(plan: ClusterPlan, key: str, group_pods: list[dict[str, Any]]) -> GroupDrift | None:
-    """A group whose pods carry a config hash other than the desired one (configrefs). A pod
-    without one (stamped before config hashing, or its config not tracked then) is never
-    drift by it: upgrading raygitops recreates nothing."""
-    desired = plan.config.get(key)
-    seen = sorted({annotations(p).get(CONFIG_HASH_ANNOTATION) or "" for p in group_pods})
-    if desired and any(h and h != desired for h in seen):
-        return GroupDrift(desired, seen, "config-hash", len(group_pods))
+    """A group whose pods carry a config hash (ConfigMaps', or Secrets') other than the
+    desired one (configrefs). A pod without one (stamped before that kind was hashed, or its
+    config not tracked then) is never drift by it: upgrading raygitops recreates nothing."""
+    for annotation, hashes in plan.config_hashes().items():
+        desired = hashes.get(key)
+        seen = sorted({annotations(p).get(annotation) or "" for p in group_pods})
+        if desired and any(h and h != desired for h in seen):
+            return GroupDrift(desired, seen, "secret-hash" if annotation == SECRET_HASH_ANNOTATION else "config-hash",
+                              len(group_pods))
     return None
 
 

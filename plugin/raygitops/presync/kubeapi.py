@@ -220,26 +220,27 @@ class Kube:
                      body={"metadata": {"annotations": annotations}},
                      content_type="application/merge-patch+json", verb="patch")
 
-    # ------------------------------------------------------------------ configmaps
+    # ------------------------------------------------------------------ configmaps, secrets
 
     @staticmethod
-    def _configmaps(namespace: str, name: str | None = None) -> str:
-        path = f"/api/v1/namespaces/{quote(namespace)}/configmaps"
+    def _core(resource: str, namespace: str, name: str | None = None) -> str:
+        path = f"/api/v1/namespaces/{quote(namespace)}/{resource}"
         return path + (f"/{quote(name)}" if name else "")
 
-    def get_configmap(self, namespace: str, name: str) -> dict[str, Any] | None:
+    def get_core(self, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """A namespaced core/v1 object (``configmaps``, ``secrets``), None when absent."""
         try:
-            return self.request("GET", self._configmaps(namespace, name), verb="get")
+            return self.request("GET", self._core(resource, namespace, name), verb="get")
         except NotFound:
             return None
 
-    def create_configmap(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self.request("POST", self._configmaps(namespace), body=body, content_type="application/json",
+    def create_core(self, resource: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.request("POST", self._core(resource, namespace), body=body, content_type="application/json",
                             verb="create")
 
-    def patch_configmap(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+    def patch_core(self, resource: str, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """JSON merge patch; a ``metadata.resourceVersion`` in it is a precondition (409)."""
-        return self.request("PATCH", self._configmaps(namespace, name), body=patch,
+        return self.request("PATCH", self._core(resource, namespace, name), body=patch,
                             content_type="application/merge-patch+json", verb="patch")
 
     # ------------------------------------------------------------------ pods

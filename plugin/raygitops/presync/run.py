@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops import objmeta
+from raygitops import configrefs, objmeta
 from raygitops.plan import ClusterPlan, Plan
 from raygitops.presync import cycle, drift, patches
 from raygitops.presync import lock as locks
@@ -241,9 +241,9 @@ def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
     start = time.monotonic()
     report = Report(dry_run=opts.dry_run)
     by_key = {}
-    contents: dict[str, dict[str, dict[str, Any]]] = {}
+    contents: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     for plan in plans:
-        contents[plan.namespace] = plan.config_maps
+        contents[plan.namespace] = {configrefs.CONFIGMAP: plan.config_maps, configrefs.SECRET: plan.secrets}
         for entry in plan.clusters:
             by_key[f"{plan.namespace}/{entry.name}"] = entry
         report.decisions.extend(decide_namespace(kube, plan, log))
@@ -275,7 +275,7 @@ def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
                 if d.action == drift.VERIFY:
                     return verify(kube, by_key[d.key], d, opts, deadline, log)
                 return cycle.Cycle(kube, log, d.namespace, by_key[d.key], d, copts, holder,
-                                   config_maps=contents[d.namespace]).run()
+                                   config=contents[d.namespace]).run()
             except Exception as err:  # noqa: BLE001 - one cluster's bug must not hide the others
                 log.error(d.key, "failed", f"{type(err).__name__}: {err}")
                 return cycle.Outcome(d.namespace, d.name, cycle.FAILED, f"{type(err).__name__}: {err}")

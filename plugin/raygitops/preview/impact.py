@@ -242,6 +242,12 @@ def _workers(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {g["groupName"]: g for g in spec.get("workerGroupSpecs") or []}
 
 
+def _group_template(spec: dict[str, Any], group: str) -> Any:
+    """The pod template of group ``group`` ("head", "worker:<name>"); None when absent."""
+    holder = spec.get("headGroupSpec") if group == "head" else _workers(spec).get(group.partition(":")[2])
+    return holder.get("template") if isinstance(holder, dict) else None
+
+
 def pods_of(spec: dict[str, Any], groups: Iterable[str] | None = None) -> PodCount:
     """Pods of the given groups ("head", "worker:<name>"; all when None)."""
     if spec.get("suspend") is True:
@@ -310,15 +316,23 @@ def _group_changes(base: RenderedCluster, head: RenderedCluster) -> list[GroupCh
 def _config_changes(base: RenderedCluster, head: RenderedCluster, group: str) -> tuple[str, ...]:
     """What changed in the config a group reads, when both sides hash it (a side without a
     config hash, such as a render from before config hashes, recreates nothing)."""
-    old, new = base.plan.config.get(group), head.plan.config.get(group)
-    if not old or not new or old == new:
+    old, new = base.plan.config_hashes(), head.plan.config_hashes()
+    changed = [annotation for annotation in new
+               if old.get(annotation, {}).get(group) and new[annotation].get(group)
+               and old[annotation][group] != new[annotation][group]]
+    if not changed:
         return ()
+    kinds = {configrefs.HASH_ANNOTATIONS[kind]: kind for kind in configrefs.HASH_ANNOTATIONS}
+    reads = set(configrefs.references(_group_template(base.spec, group))) | set(
+        configrefs.references(_group_template(head.spec, group)))
     out = []
-    for name in sorted(set(base.plan.config_maps) | set(head.plan.config_maps)):
-        keys = configrefs.changed_keys(base.config.get(name), head.config.get(name))
-        if keys or (name in base.config) != (name in head.config):
-            out.append(f"ConfigMap/{name} (keys {', '.join(keys)})" if keys else f"ConfigMap/{name}")
-    return tuple(out) or ("its config",)
+    for ref in sorted((set(base.config) | set(head.config)) & reads):
+        if configrefs.HASH_ANNOTATIONS[ref[0]] not in changed:
+            continue
+        keys = configrefs.changed_keys(base.config.get(ref), head.config.get(ref))  # names only, never values
+        if keys or (ref in base.config) != (ref in head.config):
+            out.append(f"{ref[0]}/{ref[1]}" + (f" (keys {', '.join(keys)})" if keys else ""))
+    return tuple(out) or tuple(f"its {kinds[a]}s" for a in changed)
 
 
 def _what_changed(groups: list[GroupChange]) -> str:
@@ -544,6 +558,6 @@ def classify(base: RenderResult | None, head: RenderResult | None) -> Report:
     order = {k: i for i, k in enumerate(CLASSES)}
     impacts.sort(key=lambda c: (order[c.klass], c.namespace, c.name))
     untracked = sorted({u for cluster, _ in new.values() for u in cluster.untracked})
-    notes = [f"not tracked: {', '.join(untracked)} (read by pods but not rendered by the app, or a Secret: "
+    notes = [f"not tracked: {', '.join(untracked)} (read by pods but not rendered by the app: "
              "a change to it recreates nothing)"] if untracked else []
     return Report(impacts, _other_counts(base, head), notes)
