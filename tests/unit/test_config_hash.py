@@ -19,7 +19,8 @@ from raygitops import configrefs
 from raygitops.hookresources import hook_resources
 from raygitops.plan import Plan, load_secrets
 from raygitops.settings import Settings
-from raygitops.presync import drift
+from raygitops.presync import configlive, drift
+from raygitops.presync.kubeapi import ApiError, Conflict
 
 from test_presync_fakes import NS, FakeKube, stamped, with_crd_defaults
 from test_presync_replace import plan_for, two_groups
@@ -384,3 +385,51 @@ def test_a_large_secrets_file_is_gzipped_and_read_back_from_beside_the_flag(tmp_
     assert len(packed) < 512 * 1024 < len(gzip.decompress(packed))
     (tmp_path / "secrets.json.gz").write_bytes(packed)
     assert load_secrets(str(tmp_path / "secrets.json")) == ("ray", {"creds": big})
+
+
+class _Objects:
+    """The three calls configlive makes, on a dict; ``conflicts`` patches fail with 409 first."""
+
+    def __init__(self, live: dict | None, conflicts: int = 0):
+        self.live, self.conflicts, self.calls = live, conflicts, []
+
+    def get_core(self, resource, namespace, name):
+        return self.live
+
+    def create_core(self, resource, namespace, body):
+        self.calls.append(("create", resource, body))
+
+    def patch_core(self, resource, namespace, name, patch):
+        self.calls.append(("patch", resource, patch))
+        if self.conflicts:
+            self.conflicts -= 1
+            raise Conflict(409, "Conflict", "changed", "PATCH", resource)
+
+
+def test_the_hook_writes_a_secret_with_its_type_and_nulls_a_key_git_removed():
+    plan = dataclasses.replace(plan_for(two_groups()), secrets=("creds",))
+    want = {"creds": {"data": {"a": "MQ=="}, "type": "kubernetes.io/basic-auth"}}
+    kube = _Objects(None)
+    assert configlive.make_live(kube, NS, plan, {"Secret": want}) == ["Secret/creds"]
+    assert kube.calls == [("create", "secrets", {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds"},
+                                                 **want["creds"]})]
+    kube = _Objects({"kind": "Secret", "metadata": {"resourceVersion": "7"}, "data": {"a": "MA==", "gone": "eA=="}})
+    configlive.make_live(kube, NS, plan, {"Secret": want})
+    assert kube.calls == [("patch", "secrets", {"metadata": {"resourceVersion": "7"},
+                                                "data": {"a": "MQ==", "gone": None}})]  # the type is never patched
+    kube = _Objects({"kind": "Secret", "metadata": {"resourceVersion": "7"}, "data": {"a": "MQ=="}})
+    assert configlive.make_live(kube, NS, plan, {"Secret": want}) == [] and kube.calls == []
+
+
+def test_the_config_write_fails_closed_when_it_keeps_conflicting():
+    """Ten conflicts in a row: an error (the cluster fails), not a silent skip that would let
+    new pods start with the old content."""
+    plan = dataclasses.replace(plan_for(two_groups()), config_maps=("settings",))
+    live = {"kind": "ConfigMap", "metadata": {"resourceVersion": "1"}, "data": {"MODE": "a"}}
+    kube = _Objects(live, conflicts=configlive.MAX_CONFLICTS - 1)
+    assert configlive.make_live(kube, NS, plan, {"ConfigMap": {"settings": {"data": {"MODE": "b"}}}}) == [
+        "ConfigMap/settings"]
+    kube = _Objects(live, conflicts=configlive.MAX_CONFLICTS)
+    with pytest.raises(ApiError, match="ConfigMap settings kept changing"):
+        configlive.make_live(kube, NS, plan, {"ConfigMap": {"settings": {"data": {"MODE": "b"}}}})
+    assert len(kube.calls) == configlive.MAX_CONFLICTS
