@@ -42,8 +42,10 @@ class ClusterPlan:
     # how ``hashes`` were made (the plan's hashIgnore; not written per cluster): the hook
     # hashes a live spec with the same rules
     rules: HashRules = field(default=NO_RULES, compare=False)
-    # ReplaceGroups only: how many pods of a changed group may be missing at once ("2", "25%")
+    # ReplaceGroups only: how many pods of a changed group may be missing at once ("2", "25%"),
+    # and per worker group where it differs
     max_unavailable: str | None = None
+    max_unavailable_by_group: dict[str, str] = field(default_factory=dict)
     # config hashes by group key ("head", "worker:<name>"), and the app's ConfigMaps the
     # groups read (configrefs): the hook makes their content live before new pods start;
     # the same for Secrets (their content reaches the hook in a Secret, never in the plan)
@@ -51,6 +53,10 @@ class ClusterPlan:
     config_maps: tuple[str, ...] = ()
     secret_config: dict[str, str] = field(default_factory=dict)
     secrets: tuple[str, ...] = ()
+
+    def limit_of(self, group: str) -> str:
+        """The max-unavailable bound of worker group ``group``."""
+        return self.max_unavailable_by_group.get(group) or self.max_unavailable or strategy.DEFAULT_MAX_UNAVAILABLE
 
     def config_hashes(self) -> dict[str, dict[str, str]]:
         """The desired config hashes by the pod annotation that carries them, then group key."""
@@ -71,6 +77,8 @@ class ClusterPlan:
             data["nativeRecreate"] = True
         if self.max_unavailable is not None:
             data["maxUnavailable"] = self.max_unavailable
+        if self.max_unavailable_by_group:
+            data["maxUnavailableByGroup"] = dict(sorted(self.max_unavailable_by_group.items()))
         if self.config:  # absent otherwise: plans without config keep their digest
             data["configHashes"] = dict(sorted(self.config.items()))
             data["configMaps"] = list(self.config_maps)
@@ -90,6 +98,7 @@ class ClusterPlan:
             owner=data.get("owner"),
             native=data.get("nativeRecreate") is True,
             max_unavailable=_max_unavailable(data),
+            max_unavailable_by_group=_max_unavailable_by_group(data),
             config={str(k): str(v) for k, v in (data.get("configHashes") or {}).items()},
             config_maps=tuple(convert.string_list(data.get("configMaps") or [])),
             secret_config={str(k): str(v) for k, v in (data.get("secretHashes") or {}).items()},
@@ -111,6 +120,16 @@ def _contents(value: Any, what: str, sections: tuple[str, ...]) -> dict[str, dic
         out[str(name)] = {k: body[k] if k == "type" else dict(body[k])
                           for k in (*sections, "type") if k in body}
     return out
+
+
+def _max_unavailable_by_group(data: dict[str, Any]) -> dict[str, str]:
+    value = data.get("maxUnavailableByGroup") or {}
+    if not isinstance(value, dict):
+        raise ValueError(f"clusters[{data.get('name')}].maxUnavailableByGroup is not a mapping")
+    try:
+        return {str(group): strategy.parse_max_unavailable(limit) for group, limit in value.items()}
+    except ValueError as err:
+        raise ValueError(f"clusters[{data.get('name')}].maxUnavailableByGroup: {err}") from None
 
 
 def _max_unavailable(data: dict[str, Any]) -> str | None:

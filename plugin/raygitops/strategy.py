@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
+from typing import Any, Iterable
 
 from raygitops.errors import RaygitopsError, printable
 from raygitops.objmeta import annotations, labels, meta, set_annotation
 
 STRATEGY_ANNOTATION = "raygitops.dev/upgrade-strategy"
 MAX_UNAVAILABLE_ANNOTATION = "raygitops.dev/max-unavailable"
+# per worker group, over the cluster's: "gpu=1, cpu=50%"
+MAX_UNAVAILABLE_BY_GROUP_ANNOTATION = "raygitops.dev/max-unavailable-by-group"
 RECREATE = "Recreate"
 REPLACE_GROUPS = "ReplaceGroups"  # only the changed worker groups' pods, in batches (docs/presync.md)
 NONE = "None"
@@ -110,14 +112,20 @@ def resolve_max_unavailable(value: str, pods: int) -> int:
     return max(1, count)
 
 
+def _only_with_replace_groups(key: str, value: Any, chosen: str) -> bool:
+    """Whether ``key`` applies (ReplaceGroups); refused on another strategy, where it would
+    silently do nothing."""
+    if chosen != REPLACE_GROUPS and value is not None:
+        raise RaygitopsError(f"annotation {key} applies only with "
+                             f"{STRATEGY_ANNOTATION}: {REPLACE_GROUPS} (this cluster's strategy is {chosen})")
+    return chosen == REPLACE_GROUPS
+
+
 def max_unavailable(obj: dict[str, Any], chosen: str) -> str | None:
     """The cluster's ``raygitops.dev/max-unavailable`` under ReplaceGroups (default 100%);
-    None for the other strategies, where it is refused: it would silently do nothing."""
+    None for the other strategies."""
     value = annotations(obj).get(MAX_UNAVAILABLE_ANNOTATION)
-    if chosen != REPLACE_GROUPS:
-        if value is not None:
-            raise RaygitopsError(f"annotation {MAX_UNAVAILABLE_ANNOTATION} applies only with "
-                                 f"{STRATEGY_ANNOTATION}: {REPLACE_GROUPS} (this cluster's strategy is {chosen})")
+    if not _only_with_replace_groups(MAX_UNAVAILABLE_ANNOTATION, value, chosen):
         return None
     if value is None:
         return DEFAULT_MAX_UNAVAILABLE
@@ -127,13 +135,44 @@ def max_unavailable(obj: dict[str, Any], chosen: str) -> str | None:
         raise RaygitopsError(f"annotation {MAX_UNAVAILABLE_ANNOTATION}: {err}") from None
 
 
+def max_unavailable_by_group(obj: dict[str, Any], chosen: str, groups: Iterable[str]) -> dict[str, str]:
+    """``raygitops.dev/max-unavailable-by-group`` (``"gpu=1, cpu=50%"``): a bound per worker
+    group of the cluster, over its ``max-unavailable``; each value as that one's."""
+    key = MAX_UNAVAILABLE_BY_GROUP_ANNOTATION
+    value = annotations(obj).get(key)
+    if not _only_with_replace_groups(key, value, chosen) or value is None:
+        return {}
+    if not isinstance(value, str):
+        raise RaygitopsError(f"annotation {key}: is {type(value).__name__} {printable(repr(value))[:40]}, "
+                             "not a string (quote it)")
+    names, out = list(groups), {}
+    for part in value.split(","):
+        name, sep, limit = (x.strip() for x in part.partition("="))
+        if not sep or not name:
+            raise RaygitopsError(f"annotation {key}: {printable(repr(part.strip()))[:80]} is not "
+                                 "<group>=<count or percentage> (e.g. \"gpu=1, cpu=50%\")")
+        if name not in names:
+            close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]}?)" if close else f" (its groups: {', '.join(names) or 'none'})"
+            raise RaygitopsError(f"annotation {key}: {printable(repr(name))[:80]} is not a worker group of "
+                                 f"this cluster{hint}")
+        if name in out:
+            raise RaygitopsError(f"annotation {key}: group {name} is given twice")
+        try:
+            out[name] = parse_max_unavailable(limit)
+        except ValueError as err:
+            raise RaygitopsError(f"annotation {key}: group {name}: {err}") from None
+    return out
+
+
 def native_recreate(obj: dict[str, Any]) -> bool:
     """Whether the manifest asks the KubeRay >= 1.6 operator itself to recreate the pods."""
     return _spec_strategy(obj.get("spec")) == RECREATE
 
 
 # The raygitops.dev/* keys a RayCluster manifest may carry (render writes the hash ones).
-KNOWN_ANNOTATIONS = (STRATEGY_ANNOTATION, MAX_UNAVAILABLE_ANNOTATION, "raygitops.dev/template-hash",
+KNOWN_ANNOTATIONS = (STRATEGY_ANNOTATION, MAX_UNAVAILABLE_ANNOTATION, MAX_UNAVAILABLE_BY_GROUP_ANNOTATION,
+                     "raygitops.dev/template-hash",
                      "raygitops.dev/template-hashes")
 
 

@@ -158,6 +158,36 @@ def test_changed_group_is_replaced_in_batches_and_the_rest_keeps_its_pods(app: H
     assert again["summary"]["inSync"] == 1, again
 
 
+def test_each_group_is_replaced_within_its_own_bound(app: HookApp):
+    """Both worker groups change; the cluster allows 100 % unavailable, group big (3 pods)
+    only 1 at a time (max-unavailable-by-group): big never drops below 2 Ready pods, small
+    is replaced at its own pace, the head keeps its pod."""
+    def cluster(image: str = "rayproject/ray:2.41.0") -> dict[str, Any]:
+        obj = replace_groups("100%", big=3)
+        obj["metadata"]["annotations"]["raygitops.dev/max-unavailable-by-group"] = "big=1"
+        for group in obj["spec"]["workerGroupSpecs"]:
+            group["template"]["spec"]["containers"][0]["image"] = image
+        return obj
+
+    before = _start(app, cluster(), count=6)
+    app.write(cluster(NEW))
+    objs, _, plan = app.render()
+    _, status = app.status()
+    (entry,) = [c for c in status["clusters"] if c["name"] == "demo"]
+    assert entry["detail"].endswith("the next sync replaces 3 pods of group big (1 at a time); replaces 2 pods of "
+                                    "group small (2 at a time); head untouched"), entry
+    with ReadyWatch(app, "big") as watch:
+        res = app.presync(plan)
+    demo = _demo(json.loads(res.stdout))
+    assert demo["outcome"] == "replaced", demo
+    assert "(max unavailable big 1, small 100%)" in res.stderr
+    app.apply(objs)
+    after = uids_by_group(app.wait_pods(count=6, hashes=desired_hashes(rendered(objs))))
+    assert after["headgroup"] == before["headgroup"]
+    assert after["big"].isdisjoint(before["big"]) and after["small"].isdisjoint(before["small"])
+    assert watch.samples and min(watch.samples) >= 2, watch.samples
+
+
 def test_a_head_change_falls_back_to_the_full_cycle(app: HookApp):
     before = _start(app, replace_groups())
     changed = replace_groups()

@@ -488,6 +488,17 @@ def catalog() -> list[Case]:
                         "huge": "'" + "9" * 5000 + "'", "newline": '"1\\n%"', "space-percent": "'25 %'",
                         "exponent": "'1e3'", "nul": '"1\\0"', "hex": "'0x10'"}.items():
         add(Case(f"max-unavailable-{name}", {"c.yaml": bound(value)}, message="c.yaml:1", group="replace-groups"))
+    def by_group(value: str) -> str:
+        return replace_groups.replace("ReplaceGroups\n", f"ReplaceGroups\n    raygitops.dev/max-unavailable-by-group: {value}\n", 1)
+
+    for name, value in {"unknown-group": "'gpu=1'", "near-miss": "'x=1'", "twice": "'w=1,w=2'", "zero": "'w=0'",
+                        "no-equals": "'w'", "empty": "''", "bool": "true", "map": "{w: 1}", "nul": '"w=1\\0"',
+                        "huge": "'" + ",".join(f"g{i}=1" for i in range(5000)) + "'", "percent-over": "'w=101%'",
+                        "digits-fullwidth": "'w=\uff11'"}.items():
+        add(Case(f"max-unavailable-by-group-{name}", {"c.yaml": by_group(value)}, message="c.yaml:1: annotation "
+                 "raygitops.dev/max-unavailable-by-group", group="replace-groups"))
+    add(Case("max-unavailable-by-group-valid", {"c.yaml": by_group("'w=1'")}, expect="ok", group="replace-groups",
+             check=_ok_has_kind("RayCluster")))
     add(Case("max-unavailable-without-replace-groups", {"c.yaml": bound("'2'").replace("ReplaceGroups", "Recreate")},
              message="applies only with", group="replace-groups"))
     add(Case("max-unavailable-valid-percent", {"c.yaml": bound("'25%'")}, expect="ok", group="replace-groups",

@@ -5,8 +5,8 @@ The real operators run it in tests/e2e/test_replace_groups.py."""
 from __future__ import annotations
 
 import copy
-import json
 import dataclasses
+import json
 
 import pytest
 
@@ -92,6 +92,40 @@ def test_plan_round_trips_max_unavailable_and_refuses_a_bad_one():
     bad = dict(p.to_json(), maxUnavailable="0")
     with pytest.raises(ValueError, match="maxUnavailable"):
         ClusterPlan.from_json(bad)
+    per_group = dataclasses.replace(p, max_unavailable_by_group={"big": "1"})
+    assert ClusterPlan.from_json(per_group.to_json()) == per_group and per_group.limit_of("big") == "1"
+    assert per_group.limit_of("small") == "25%" and "maxUnavailableByGroup" not in p.to_json()
+    with pytest.raises(ValueError, match="maxUnavailableByGroup"):
+        ClusterPlan.from_json(dict(per_group.to_json(), maxUnavailableByGroup={"big": "101%"}))
+
+
+def test_max_unavailable_by_group_gives_worker_groups_bounds_of_their_own():
+    by = strategy.MAX_UNAVAILABLE_BY_GROUP_ANNOTATION
+    ann = {strategy.STRATEGY_ANNOTATION: "ReplaceGroups", by: " big = 1 , small=50%"}
+    assert strategy.max_unavailable_by_group(_obj(ann), "ReplaceGroups", ["small", "big"]) == {"big": "1", "small": "50%"}
+    assert strategy.max_unavailable_by_group(_obj({}), "ReplaceGroups", ["big"]) == {}
+    assert strategy.max_unavailable_by_group(_obj({}), "Recreate", ["big"]) == {}
+
+
+@pytest.mark.parametrize("value,message", [
+    ("bgi=1", "'bgi' is not a worker group of this cluster (did you mean big?)"),
+    ("gpu=1", "'gpu' is not a worker group of this cluster (its groups: small, big)"),
+    ("big=1,big=2", "group big is given twice"),
+    ("big=0", "group big: '0' is not a pod count"),
+    ("big", "'big' is not <group>=<count or percentage>"),
+    ("=1", "'=1' is not <group>=<count or percentage>"),
+    ("", "'' is not <group>=<count or percentage>"),
+    ("big=1,", "'' is not <group>=<count or percentage>"),
+    (2, "is int 2, not a string"),
+])
+def test_max_unavailable_by_group_refuses_the_rest(value, message):
+    ann = {strategy.STRATEGY_ANNOTATION: "ReplaceGroups", strategy.MAX_UNAVAILABLE_BY_GROUP_ANNOTATION: value}
+    with pytest.raises(RaygitopsError) as err:
+        strategy.max_unavailable_by_group(_obj(ann), "ReplaceGroups", ["small", "big"])
+    assert str(err.value).startswith(f"annotation {strategy.MAX_UNAVAILABLE_BY_GROUP_ANNOTATION}: ")
+    assert message in str(err.value), str(err.value)
+    with pytest.raises(RaygitopsError, match="applies only with raygitops.dev/upgrade-strategy: ReplaceGroups"):
+        strategy.max_unavailable_by_group(_obj(ann), "Recreate", ["small", "big"])
 
 
 # ----------------------------------------------------------------------------- decision
@@ -193,6 +227,27 @@ def test_a_batch_deletes_at_most_max_unavailable_ready_stale_pods_and_never_the_
     batch = replace.next_batch(plan, _applied(plan, live), kube.pods_of("demo"), ["big"])
     assert len(batch.delete) == 2 and {p["metadata"]["uid"] for p in batch.delete} <= {p["metadata"]["uid"] for p in old}
     assert not batch.done and batch.groups[0].stale == 4
+
+
+def test_each_group_is_held_to_its_own_bound():
+    """big 1 at a time, small under the cluster's 100%: one batch deletes 1 of big's Ready
+    stale pods and both of small's."""
+    spec = two_groups(big_image=NEW)
+    spec["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["image"] = NEW
+    kube, live = _cluster_without_pods()
+    plan = dataclasses.replace(plan_for(spec, "100%"), max_unavailable_by_group={"big": "1"})
+    small = _pods(kube, live, "small", 2, "h1-0000000000000000")
+    big = _pods(kube, live, "big", 4, "h1-0000000000000000")
+    batch = replace.next_batch(plan, _applied(plan, live), kube.pods_of("demo"), ["big", "small"])
+    deleted = {p["metadata"]["uid"] for p in batch.delete}
+    assert len(deleted & {p["metadata"]["uid"] for p in big}) == 1
+    assert {p["metadata"]["uid"] for p in small} <= deleted and len(deleted) == 3
+    assert {g.name: g.max_unavailable for g in batch.groups} == {"big": 1, "small": 2}
+    shape = replace.replacement_plan(plan, drift.decide(NS, plan, live, kube.pods_of("demo")).drift)
+    assert shape["maxUnavailable"] == "100%" and [(g["group"], g.get("maxUnavailable"), g["atATime"])
+                                                  for g in shape["groups"]] == [("big", "1", 1), ("small", None, 2)]
+    words = replace.replacement_words(shape)
+    assert words == "replaces 4 pods of group big (1 at a time); replaces 2 pods of group small (2 at a time); head untouched"
 
 
 def test_a_batch_waits_while_replacements_are_not_ready():

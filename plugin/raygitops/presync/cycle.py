@@ -44,6 +44,7 @@ from raygitops.presync.budget import Budget
 from raygitops.presync import lock as locks
 from raygitops.presync.kubeapi import ApiError, Conflict
 from raygitops.presync.logs import Log
+from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE
 
 # Steps
 GONE = "gone"
@@ -412,8 +413,14 @@ class Cycle:
         kept = self._kept()
         what = f"worker groups {', '.join(self.groups) or '(removed groups only)'}"
         self.log.info(self.key, "replace", f"desired spec written; replacing the pods of {what} "
-                      f"(max unavailable {self.plan.max_unavailable}); {', '.join(kept)} kept")
+                      f"(max unavailable {self._limits()}); {', '.join(kept)} kept")
         self._event(events.STARTED, f"raygitops replaces the pods of {what} (head kept): {self.decision.reason}")
+
+    def _limits(self) -> str:
+        """``2``, or ``big 1, small 100%`` when a group has a bound of its own."""
+        if not any(g in self.plan.max_unavailable_by_group for g in self.groups):
+            return self.plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE
+        return ", ".join(f"{g} {self.plan.limit_of(g)}" for g in self.groups)
 
     def _kept(self) -> list[str]:
         return ["head"] + [f"group {g}" for g in sorted(self.plan.pod_spec.workers) if g not in self.groups]

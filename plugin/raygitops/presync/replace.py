@@ -88,7 +88,6 @@ def next_batch(plan: ClusterPlan, live: dict[str, Any], pods: list[dict[str, Any
         if name not in live_groups and name not in plan.pod_spec.workers:
             batch.removed += len(group_pods)
             batch.delete += sorted(group_pods, key=_name)
-    limit_text = plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE
     for name in sorted(set(groups)):
         if name not in plan.hashes.workers or name not in live_groups:
             continue  # removed: handled above
@@ -96,7 +95,7 @@ def next_batch(plan: ClusterPlan, live: dict[str, Any], pods: list[dict[str, Any
         want = worker_pods(live_groups[name], autoscaled)
         stale = [p for p in group_pods if not runs_desired(p, plan, f"worker:{name}")]
         ready = [p for p in group_pods if pod_ready(p)]
-        limit = resolve_max_unavailable(limit_text, want)
+        limit = resolve_max_unavailable(plan.limit_of(name), want)
         unavailable = max(0, want - len(ready))
         unready_stale = sorted((p for p in stale if not pod_ready(p)), key=_name)
         ready_stale = sorted((p for p in stale if pod_ready(p)), key=_name)
@@ -124,15 +123,19 @@ def _pods(count: int) -> str:
     return f"{count} pod" if count == 1 else f"{count} pods"
 
 
-def replacement(limit: str, changed: dict[str, dict[str, Any]], removed: dict[str, dict[str, Any]],
+def replacement(plan: ClusterPlan, changed: dict[str, dict[str, Any]], removed: dict[str, dict[str, Any]],
                 kept: list[str]) -> dict[str, Any]:
     """What a ReplaceGroups sync does, per group, in the JSON shape ``raygitops status`` and
-    ``diff`` report: ``changed`` and ``removed`` map group names to their pods (``{min, max}``)."""
-    groups: list[dict[str, Any]] = [{"group": name, "change": "changed", "pods": pods,
-                                     "atATime": resolve_max_unavailable(limit, pods["min"])}
-                                    for name, pods in changed.items()]
+    ``diff`` report: ``changed`` and ``removed`` map group names to their pods (``{min, max}``);
+    a group with a bound of its own (max-unavailable-by-group) carries it."""
+    groups: list[dict[str, Any]] = [
+        {"group": name, "change": "changed", "pods": pods,
+         **({"maxUnavailable": plan.limit_of(name)} if name in plan.max_unavailable_by_group else {}),
+         "atATime": resolve_max_unavailable(plan.limit_of(name), pods["min"])}
+        for name, pods in changed.items()]
     groups += [{"group": name, "change": "removed", "pods": pods} for name, pods in removed.items()]
-    return {"maxUnavailable": limit, "groups": groups, "kept": ["head", *kept]}
+    return {"maxUnavailable": plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE, "groups": groups,
+            "kept": ["head", *kept]}
 
 
 def replacement_plan(plan: ClusterPlan, drifted: dict[str, Any]) -> dict[str, Any]:
@@ -140,7 +143,7 @@ def replacement_plan(plan: ClusterPlan, drifted: dict[str, Any]) -> dict[str, An
     :class:`~raygitops.presync.drift.GroupDrift`), counted in live pods."""
     counts = {key.split(":", 1)[1]: ({"min": d.pods, "max": d.pods}, d.how == "removed-group")
               for key, d in sorted(drifted.items())}
-    return replacement(plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE,
+    return replacement(plan,
                        {n: pods for n, (pods, gone) in counts.items() if not gone},
                        {n: pods for n, (pods, gone) in counts.items() if gone},
                        [g for g in sorted(plan.pod_spec.workers) if g not in counts])

@@ -28,7 +28,7 @@ from raygitops.hashing import GroupHashes
 from raygitops.preview.changes import DEFAULT_MASKING, FieldChange, Masking, field_changes
 from raygitops.presync.replace import replacement, replacement_words
 from raygitops.render import RenderedCluster, RenderResult, is_raycluster
-from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE, REPLACE_GROUPS, opted_in
+from raygitops.strategy import REPLACE_GROUPS, opted_in
 
 RECREATE_CLASS = "recreate"
 REPLACE_CLASS = "replace"
@@ -353,7 +353,7 @@ def _replacement(plan: Any, changed: list[GroupChange], removed: list[GroupChang
                  spec: dict[str, Any]) -> dict[str, Any]:
     """What a ReplaceGroups sync does, per group (the JSON report's ``replace``)."""
     touched = {g.label for g in changed + removed}
-    return replacement(plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE,
+    return replacement(plan,
                        {g.label: g.pods.to_json() for g in changed}, {g.label: g.pods.to_json() for g in removed},
                        [n for n in _workers(spec) if n not in touched])
 
