@@ -216,8 +216,8 @@ def _config_objects(documents: list[Document],
     for doc in documents:
         obj = doc.obj
         meta = obj.get("metadata") if isinstance(obj, dict) else None
-        if isinstance(meta, dict) and obj.get("apiVersion") == "v1" and obj.get("kind") in (configrefs.CONFIGMAP, configrefs.SECRET) \
-                and isinstance(meta.get("name"), str):
+        if isinstance(meta, dict) and obj.get("apiVersion") == "v1" and isinstance(meta.get("name"), str) \
+                and obj.get("kind") in (configrefs.CONFIGMAP, configrefs.SECRET):
             problem = configrefs.secret_problem(obj) if obj["kind"] == configrefs.SECRET else None
             if problem:
                 raise RaygitopsError(f"Secret {printable(meta['name'])[:100]}: {printable(problem)}", doc.path, doc.line)

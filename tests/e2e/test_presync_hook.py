@@ -63,7 +63,7 @@ def raycluster(name: str = "demo", image: str = "rayproject/ray:2.41.0", replica
 
 def secrets_file(plan: Path) -> Path:
     """Where :meth:`App.render` puts the hook Secret's secrets.json of ``plan``."""
-    return plan.with_name(plan.name.replace("plan-", "secrets-"))
+    return plan.with_name(plan.stem + ".secrets.json")
 
 
 class App:

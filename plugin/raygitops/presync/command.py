@@ -55,9 +55,10 @@ FAILURE_MAX_CHARS = 1000
               help="This hook's own Job (in the plan's namespace): a failed run writes its reason on it "
                    f"({FAILURE_ANNOTATION}), where Argo CD's health check shows it.")
 @guarded
-def presync(plan_paths: tuple[str, ...], secrets_paths: tuple[str, ...], kubeconfig: str | None, context: str | None, dry_run: bool,
-            timeout: int | None, drain_grace: int | None, max_parallel: int | None, wait_ready: bool | None,
-            log_format: str, lease_seconds: int, namespace: str | None, job: str | None) -> None:
+def presync(plan_paths: tuple[str, ...], secrets_paths: tuple[str, ...], kubeconfig: str | None,
+            context: str | None, dry_run: bool, timeout: int | None, drain_grace: int | None,
+            max_parallel: int | None, wait_ready: bool | None, log_format: str, lease_seconds: int,
+            namespace: str | None, job: str | None) -> None:
     """PreSync hook: recreate the pods of drifted, opted-in RayClusters."""
     from raygitops.presync.credentials import load_credentials, own_namespace
     from raygitops.presync.kubeapi import ApiError, Kube
