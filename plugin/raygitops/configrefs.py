@@ -30,6 +30,8 @@ CONFIGMAP, SECRET = "ConfigMap", "Secret"
 # the annotation each kind's hash is stamped under, and its scheme
 HASH_ANNOTATIONS = {CONFIGMAP: "raygitops.dev/config-hash", SECRET: "raygitops.dev/secret-hash"}
 SCHEMES = {CONFIGMAP: "c1", SECRET: "s1"}
+DRIFTS = {CONFIGMAP: "config-hash", SECRET: "secret-hash"}  # how the hook names a drift by each
+RESOURCES = {CONFIGMAP: "configmaps", SECRET: "secrets"}  # the API resource of each kind
 CONFIG_HASH_ANNOTATION = HASH_ANNOTATIONS[CONFIGMAP]
 SECRET_HASH_ANNOTATION = HASH_ANNOTATIONS[SECRET]
 

@@ -14,6 +14,7 @@ import base64
 import gzip
 from typing import Any
 
+from raygitops.configrefs import CONFIGMAP, RESOURCES, SECRET
 from raygitops.plan import Plan, secrets_json
 from raygitops.settings import Settings
 
@@ -53,11 +54,11 @@ def _config_rules(plan: Plan) -> list[dict[str, Any]]:
     (presync.configlive): read and patch only those by name; create (which RBAC cannot limit
     by name) for one not there yet."""
     rules = []
-    for resource, names in (("configmaps", plan.config_maps), ("secrets", plan.secrets)):
+    for kind, names in ((CONFIGMAP, plan.config_maps), (SECRET, plan.secrets)):
         if names:
-            rules += [{"apiGroups": [""], "resources": [resource], "resourceNames": sorted(names),
+            rules += [{"apiGroups": [""], "resources": [RESOURCES[kind]], "resourceNames": sorted(names),
                        "verbs": ["get", "patch"]},
-                      {"apiGroups": [""], "resources": [resource], "verbs": ["create"]}]
+                      {"apiGroups": [""], "resources": [RESOURCES[kind]], "verbs": ["create"]}]
     return rules
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from raygitops import __version__, convert, strategy
-from raygitops.configrefs import CONFIG_HASH_ANNOTATION, SECRET_HASH_ANNOTATION
+from raygitops.configrefs import CONFIGMAP, SECRET
 from raygitops.errors import RaygitopsError
 from raygitops.hashing import NO_RULES, SCHEME, GroupHashes, HashRules, PodShapingSpec
 
@@ -59,10 +59,12 @@ class ClusterPlan:
         return self.max_unavailable_by_group.get(group) or self.max_unavailable or strategy.DEFAULT_MAX_UNAVAILABLE
 
     def config_hashes(self) -> dict[str, dict[str, str]]:
-        """The desired config hashes by the pod annotation that carries them, then group key."""
-        return {annotation: hashes for annotation, hashes in ((CONFIG_HASH_ANNOTATION, self.config),
-                                                              (SECRET_HASH_ANNOTATION, self.secret_config))
-                if hashes}
+        """The desired config hashes by kind (``configrefs.CONFIGMAP``, ``SECRET``), then group key."""
+        return {kind: hashes for kind, hashes in ((CONFIGMAP, self.config), (SECRET, self.secret_config)) if hashes}
+
+    def config_names(self) -> dict[str, tuple[str, ...]]:
+        """The ConfigMaps and Secrets the cluster's pods read, by kind."""
+        return {CONFIGMAP: self.config_maps, SECRET: self.secrets}
 
     def to_json(self) -> dict[str, Any]:
         data = {

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from raygitops.configrefs import CONFIGMAP, SECRET, content
+from raygitops.configrefs import RESOURCES, SECRET, content
 from raygitops.plan import ClusterPlan
 from raygitops.presync.kubeapi import ApiError, Conflict
 from raygitops.presync.patches import merge_diff
 
 MAX_CONFLICTS = 10
-RESOURCES = {CONFIGMAP: "configmaps", SECRET: "secrets"}
 
 
 def wanted(plan: ClusterPlan, contents: dict[str, dict[str, dict[str, Any]]]) -> list[tuple[str, str, dict[str, Any]]]:
@@ -29,7 +28,7 @@ def wanted(plan: ClusterPlan, contents: dict[str, dict[str, dict[str, Any]]]) ->
     (kind -> name -> payload). A ConfigMap the plan names without content (a hand-made plan)
     is skipped; a Secret never is: the CLI refused the run (plan.with_secrets)."""
     out = []
-    for kind, names in ((CONFIGMAP, plan.config_maps), (SECRET, plan.secrets)):
+    for kind, names in plan.config_names().items():
         for name in names:
             if name in contents.get(kind, {}):
                 out.append((kind, name, contents[kind][name]))

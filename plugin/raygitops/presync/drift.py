@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops.configrefs import SECRET_HASH_ANNOTATION
+from raygitops.configrefs import DRIFTS, HASH_ANNOTATIONS
 from raygitops.crddefaults import strip_defaults
 from raygitops.hashing import (
     HASH_ANNOTATION,
@@ -285,20 +285,19 @@ def runs_desired(pod: dict[str, Any], plan: ClusterPlan, key: str) -> bool:
     ann = annotations(pod)
     if ann.get(HASH_ANNOTATION) != plan.hashes.groups().get(key):
         return False
-    return all(key not in hashes or ann.get(annotation) == hashes[key]
-               for annotation, hashes in plan.config_hashes().items())
+    return all(key not in hashes or ann.get(HASH_ANNOTATIONS[kind]) == hashes[key]
+               for kind, hashes in plan.config_hashes().items())
 
 
 def _config_drift(plan: ClusterPlan, key: str, group_pods: list[dict[str, Any]]) -> GroupDrift | None:
     """A group whose pods carry a config hash (ConfigMaps', or Secrets') other than the
     desired one (configrefs). A pod without one (stamped before that kind was hashed, or its
     config not tracked then) is never drift by it: upgrading raygitops recreates nothing."""
-    for annotation, hashes in plan.config_hashes().items():
+    for kind, hashes in plan.config_hashes().items():
         desired = hashes.get(key)
-        seen = sorted({annotations(p).get(annotation) or "" for p in group_pods})
+        seen = sorted({annotations(p).get(HASH_ANNOTATIONS[kind]) or "" for p in group_pods})
         if desired and any(h and h != desired for h in seen):
-            return GroupDrift(desired, seen, "secret-hash" if annotation == SECRET_HASH_ANNOTATION else "config-hash",
-                              len(group_pods))
+            return GroupDrift(desired, seen, DRIFTS[kind], len(group_pods))
     return None
 
 

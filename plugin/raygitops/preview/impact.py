@@ -317,22 +317,20 @@ def _config_changes(base: RenderedCluster, head: RenderedCluster, group: str) ->
     """What changed in the config a group reads, when both sides hash it (a side without a
     config hash, such as a render from before config hashes, recreates nothing)."""
     old, new = base.plan.config_hashes(), head.plan.config_hashes()
-    changed = [annotation for annotation in new
-               if old.get(annotation, {}).get(group) and new[annotation].get(group)
-               and old[annotation][group] != new[annotation][group]]
+    changed = [kind for kind in new
+               if old.get(kind, {}).get(group) and new[kind].get(group) and old[kind][group] != new[kind][group]]
     if not changed:
         return ()
-    kinds = {configrefs.HASH_ANNOTATIONS[kind]: kind for kind in configrefs.HASH_ANNOTATIONS}
     reads = set(configrefs.references(_group_template(base.spec, group))) | set(
         configrefs.references(_group_template(head.spec, group)))
     out = []
     for ref in sorted((set(base.config) | set(head.config)) & reads):
-        if configrefs.HASH_ANNOTATIONS[ref[0]] not in changed:
+        if ref[0] not in changed:
             continue
         keys = configrefs.changed_keys(base.config.get(ref), head.config.get(ref))  # names only, never values
         if keys or (ref in base.config) != (ref in head.config):
             out.append(f"{ref[0]}/{ref[1]}" + (f" (keys {', '.join(keys)})" if keys else ""))
-    return tuple(out) or tuple(f"its {kinds[a]}s" for a in changed)
+    return tuple(out) or tuple(f"its {kind}s" for kind in changed)
 
 
 def _what_changed(groups: list[GroupChange]) -> str:
