@@ -182,9 +182,9 @@ def test_g2_a_foreign_pod_with_the_cluster_label_blocks_the_suspend(app: App):
 
 
 def test_g2_the_drain_deletes_only_the_clusters_own_pods_with_their_grace_period(app: App):
-    """Operator down: after --drain-grace the hook deletes the old pods itself, each with its
-    own terminationGracePeriodSeconds; a foreign pod that turns up during the drain is named
-    in the log, never deleted, and not waited for."""
+    """Operator down: the drain deletes the old pods itself, at once, each with its own
+    terminationGracePeriodSeconds; a foreign pod that turns up during the drain (made while
+    the hook pauses after its suspend) is named in the log, never deleted, and not waited for."""
     report = app.sync(_graceful(raycluster(), 7))
     app.wait_pods()
     old = {p["metadata"]["name"] for p in app.pods()}
@@ -195,7 +195,9 @@ def test_g2_the_drain_deletes_only_the_clusters_own_pods_with_their_grace_period
     proc = None
     try:
         argv = app.presync_argv(plan) + ["--drain-grace", "3", "--no-wait-ready"]
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=app.hook_env())
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=app.hook_env({"RAYGITOPS_TEST_PAUSE_AT": "suspended",
+                                                  "RAYGITOPS_TEST_PAUSE_SECONDS": "5"}))
         app.plane.wait_for(lambda: app.cluster()["spec"].get("suspend") is True, timeout=30, interval=0.1,
                            message="suspended by the hook")
         _foreign_pod(app)
@@ -207,7 +209,7 @@ def test_g2_the_drain_deletes_only_the_clusters_own_pods_with_their_grace_period
         watch.stop()
     assert proc.returncode == 0, err
     assert json.loads(out)["summary"]["recreated"] == 1
-    assert "intruder" in err and "drain grace over" in err
+    assert "intruder" in err and "deleting the 3 pods of the cluster" in err
     for name in old:
         assert watch.deletion_grace(name) == 7, (name, watch.deletion_grace(name))
     assert watch.deletion_grace("intruder") is None

@@ -1,0 +1,81 @@
+"""The YAML fast paths (yamlio: strings taken from their nodes when loading, the block dumper)
+give exactly what PyYAML's own safe loader and dumper give: same objects, same bytes.
+
+Why they exist: render must stay within 1.15x of a plain libyaml load + dump
+(tests/bench/bench_render.py), and PyYAML's generic dispatch per scalar was most of the gap.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from raygitops.errors import RaygitopsError
+from raygitops.yamlio import dump, dump_stream, load_documents
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from sharedpaths import corpus_files  # noqa: E402
+
+KW = dict(sort_keys=False, default_flow_style=False, allow_unicode=True, width=1 << 16)
+
+scalars = st.one_of(
+    st.text(max_size=30), st.integers(), st.booleans(), st.none(),
+    st.floats(allow_nan=False), st.sampled_from(["yes", "0o17", "1e3", "~", "", "a: b", "- x", "multi\nline\n", "é ✓"]),
+)
+objects = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.dictionaries(st.one_of(st.text(max_size=10), st.integers()), inner, max_size=4)),
+    max_leaves=30)
+
+
+def library_load(text: str) -> list:
+    return [d for d in yaml.load_all(text, Loader=yaml.CSafeLoader) if d is not None]
+
+
+def ours(text: str) -> list:
+    return [d.obj for d in load_documents(text, "x.yaml")]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(objects, min_size=1, max_size=3))
+def test_dump_and_load_match_the_library(docs):
+    text = dump_stream(docs)
+    assert text == yaml.dump_all(docs, Dumper=yaml.CSafeDumper, explicit_start=True, **KW)
+    assert dump(docs[0]) == yaml.dump(docs[0], Dumper=yaml.CSafeDumper, **KW)
+    # repr: 1, 1.0 and True are equal in Python, not in a manifest
+    assert repr(ours(text)) == repr(library_load(text))
+
+
+@pytest.mark.parametrize("path", corpus_files() or [pytest.param(None, marks=pytest.mark.skip("../shared absent"))],
+                         ids=lambda p: p.name if p else "none")
+def test_kuberay_samples_load_and_dump_as_the_library_does(path):
+    text = path.read_text()
+    docs = ours(text)
+    assert repr(docs) == repr(library_load(text))
+    assert dump_stream(docs) == yaml.dump_all(docs, Dumper=yaml.CSafeDumper, explicit_start=True, **KW)
+
+
+def test_tagged_and_quoted_scalars_keep_their_types():
+    text = 'a: !!str 1\nb: "2"\nc: 3\nd: !!binary aGk=\ne: 2026-01-02\nf: null\n"g": yes\n'
+    assert repr(ours(text)) == repr(library_load(text))
+
+
+def test_a_shared_object_is_written_in_full_twice_without_anchors():
+    shared = {"image": "rayproject/ray:2.41.0", "env": [{"name": "A", "value": "1"}]}
+    text = dump_stream([{"a": shared, "b": shared}])
+    assert "&" not in text and "*" not in text
+    assert ours(text) == [{"a": shared, "b": shared}]
+
+
+def test_duplicate_keys_are_still_refused_and_merge_keys_still_override():
+    with pytest.raises(RaygitopsError, match="duplicate key 'a'"):
+        ours("a: 1\nb: 2\na: 3\n")
+    assert ours("base: &b {a: 1, c: 2}\nx:\n  <<: *b\n  a: 9\n")[0]["x"] == {"a": 9, "c": 2}
+    with pytest.raises(RaygitopsError, match="duplicate key 'a'"):
+        ours("base: &b {c: 2}\nx:\n  <<: *b\n  a: 1\n  a: 2\n")
+    with pytest.raises(RaygitopsError, match="mapping key is not a scalar"):
+        ours("? [1, 2]\n: x\n")
