@@ -152,6 +152,28 @@ def test_a_suspend_that_does_not_stick_fails_boundedly():
     assert len(kube.pods_of("demo")) == 3
 
 
+def test_a_suspend_undone_before_the_drain_deletes_no_pod():
+    """Another controller sets spec.suspend back to false right after each of the hook's
+    suspends: the drain re-reads the cluster before its delete, so no pod of the resumed
+    cluster is deleted; after 3 suspends the cycle fails naming the cause."""
+    kube = FakeKube(delete_on_suspend=False)
+    kube.add_cluster("demo", stamped(OLD))
+    real = kube.patch_cluster
+
+    def other_controller(namespace, name, patch):
+        answer = real(namespace, name, patch)
+        if (patch.get("spec") or {}).get("suspend") is True:
+            live = kube.clusters[(namespace, name)]
+            live["spec"]["suspend"] = False
+            kube._bump(live)
+        return answer
+
+    kube.patch_cluster = other_controller
+    report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
+    assert report.failed and "does not stick" in _outcome(report).message
+    assert kube.by_verb.get("delete", 0) == 0 and len(kube.pods_of("demo")) == 3
+
+
 # ----------------------------------------------------------------------------- #21 unverified
 
 

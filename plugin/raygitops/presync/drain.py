@@ -10,7 +10,9 @@ and one cluster after another.  So the drain makes that same delete itself at on
 DELETE per pod with a uid precondition and the pod's OWN grace period (never shortened), as
 the Deployment controller's Recreate scales the old pods down itself.  A pod still there
 after ``--drain-grace`` (a straggler, or one the operator made before it saw the suspend) is
-deleted again, and again only after another ``--drain-grace``.  Pods are followed with a watch (a LIST after a 410, a garbled line or a
+deleted again, and again only after another ``--drain-grace``.  Every delete comes after
+``tick`` (a stop request, and a re-read of the RayCluster that stops the drain when its
+suspend was undone): no pod of a cluster someone else resumed is deleted.  Pods are followed with a watch (a LIST after a 410, a garbled line or a
 dropped stream); each watch call lasts at most :data:`WATCH_SECONDS`, so a signal or the
 deadline is noticed promptly.
 """
@@ -105,6 +107,7 @@ class Drain:
                 names = ", ".join(sorted(self.remaining.values())[:5])
                 raise DrainTimeout(f"drain timed out: {len(self.remaining)} pods still present ({names})")
             if now >= delete_at:
+                self.tick()  # no delete after a stop request, or once someone else resumed the cluster
                 self._delete_remaining(first=not deletes)
                 deletes += 1
                 delete_at = time.monotonic() + max(self.grace, 1.0)  # stragglers: again only after a grace
