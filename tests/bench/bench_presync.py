@@ -369,10 +369,10 @@ def cycle(plane: Any, hook: Hook, tmp: Path, repeats: int, workers: int) -> Figu
     latency = statistics.median(latencies[-repeats:])
     if latency >= LATENCY_TARGET:
         raise BenchmarkError(f"last pod deleted -> resume write: {latency:.3f}s (must stay < {LATENCY_TARGET}s)")
-    return Figure(f"one recreate cycle, 1 + {workers} pods (process)", 0.8, walls, floors,
+    return Figure(f"one recreate cycle, 1 + {workers} pods (process)", 0.8, walls, floors, today=1.1,
                   floor_name="`kubectl patch; kubectl wait --for=delete; kubectl patch`",
-                  notes=f"last pod deleted -> resume write {latency:.3f} s (watcher); the hook deletes the "
-                        "pods right after its suspend, the script waits for the operator's reconcile to")
+                  notes=f"last pod deleted -> resume write {latency:.3f} s (watcher); both wait for the "
+                        "operator to delete the pods, which is most of the cycle")
 
 
 def parallel(plane: Any, hook: Hook, tmp: Path, clusters: int, repeats: int) -> Figure:
@@ -401,12 +401,8 @@ def parallel(plane: Any, hook: Hook, tmp: Path, clusters: int, repeats: int) -> 
 
     walls, floors = interleaved(lambda: recreate(clusters), lambda: recreate(1), repeats)
     plane.delete_namespace(ns)
-    # Today's levels (quick: 5 clusters, full: 20): the work grows with the clusters on two
-    # cores shared with the control plane; docs/performance.md says why.
     return Figure(f"{clusters} clusters drifted at once / one cluster (process, --max-parallel {clusters})", 1.5,
-                  walls, floors, floor_name="the same hook, one drifted cluster", today=2.2 if clusters <= 5 else 3.7,
-                  notes="CPU-bound: about 17 API requests per cluster, and the operator's and kwok's work on "
-                        "40 pods, on the 2 cores that also run the control plane")
+                  walls, floors, floor_name="the same hook, one drifted cluster")
 
 
 class ReadyFloor:

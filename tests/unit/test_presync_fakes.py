@@ -96,7 +96,7 @@ def with_crd_defaults(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 class FakeKube:
-    def __init__(self, operator: bool = True, delete_on_suspend: bool = True, kubelet: bool = True):
+    def __init__(self, operator: bool = True, delete_on_suspend: bool = True):
         self.lock = threading.RLock()
         self.rv = itertools.count(100)
         self.clusters: dict[tuple[str, str], dict[str, Any]] = {}
@@ -106,7 +106,6 @@ class FakeKube:
         self.watchers: list[queue.Queue] = []
         self.operator = operator
         self.delete_on_suspend = delete_on_suspend
-        self.kubelet = kubelet  # False: a deleted pod stays, terminating, until the test removes it
         self.requests = 0
         self.by_verb: dict[str, int] = {}
         self.deleted_pods: list[str] = []
@@ -275,12 +274,7 @@ class FakeKube:
         with self.lock:
             for pod in list(self.pods.values()):
                 if pod["metadata"]["name"] == name and (uid is None or pod["metadata"]["uid"] == uid):
-                    if self.kubelet:
-                        self.remove_pod(pod["metadata"]["uid"])
-                    elif not pod["metadata"].get("deletionTimestamp"):
-                        pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
-                        self._bump(pod)
-                        self._notify("MODIFIED", pod)
+                    self.remove_pod(pod["metadata"]["uid"])
                     return True
         return False
 

@@ -181,6 +181,7 @@ class Cycle:
         self.recreated = False
         self.drain_to_resume: float | None = None
         self._renew_at = 0.0
+        self._paused_draining = False
         self.drain_zero_at: float | None = None
         self.suspend_writes = 0
         self.started: float | None = None  # time.monotonic() of our first write
@@ -482,12 +483,11 @@ class Cycle:
         self._patch(patches.suspend_patch(self.live, lock.at(locks.SUSPENDED, self.clock())))
         self.suspend_writes += 1
         self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
-        self.log.info(self.key, "suspend", "spec.suspend set to true: the operator makes no new pod")
+        self.log.info(self.key, "suspend", "spec.suspend set to true: the operator deletes the pods")
         test_pause("suspended", self.log, self.key)
 
     def _drain(self) -> None:
         """Wait until every pod the cluster owns is gone (:mod:`raygitops.presync.drain`)."""
-        test_pause("draining", self.log, self.key)  # before the drain's first delete
         run = drain.Drain(self.kube, self.log, self.key, self.ns, self.plan.name, objmeta.meta(self.live).get("uid", ""),
                           self.opts.drain_grace, self.opts.deadline - self.opts.resume_reserve, self._drain_tick)
         try:
@@ -498,6 +498,9 @@ class Cycle:
     def _drain_tick(self) -> None:
         """Between two watch calls of the drain: stop request, lease, and whether the suspend
         still holds (one GET)."""
+        if not self._paused_draining:
+            self._paused_draining = True
+            test_pause("draining", self.log, self.key)
         self._check_stop()
         if time.monotonic() >= self._renew_at:
             self._renew()

@@ -4,15 +4,10 @@ Only the cluster's own pods count: a pod whose controller ownerReference is the 
 uid.  Another pod that carries the label ``ray.io/cluster=<name>`` (made by a person or
 another controller) is named in the log, never deleted and never waited for.
 
-The operator deletes the pods when it sees ``spec.suspend: true``, but only after its next
-reconcile (about 1.5 s of a 2 s cycle on KubeRay 1.5, measured by ``tests/bench/bench_presync.py``),
-and one cluster after another.  So the drain makes that same delete itself at once: one
-DELETE per pod with a uid precondition and the pod's OWN grace period (never shortened), as
-the Deployment controller's Recreate scales the old pods down itself.  A pod still there
-after ``--drain-grace`` (a straggler, or one the operator made before it saw the suspend) is
-deleted again, and again only after another ``--drain-grace``.  Every delete comes after
-``tick`` (a stop request, and a re-read of the RayCluster that stops the drain when its
-suspend was undone): no pod of a cluster someone else resumed is deleted.  Pods are followed with a watch (a LIST after a 410, a garbled line or a
+The operator deletes the pods when it sees ``spec.suspend: true``.  Pods still there after
+``--drain-grace`` are deleted by the hook, one DELETE per pod with a uid precondition and
+the pod's OWN grace period; a straggler is deleted again only after another
+``--drain-grace``.  Pods are followed with a watch (a LIST after a 410, a garbled line or a
 dropped stream); each watch call lasts at most :data:`WATCH_SECONDS`, so a signal or the
 deadline is noticed promptly.
 """
@@ -72,13 +67,9 @@ class Drain:
                 self.log.warn(self.key, "drain", f"pod {name} carries label {drift.CLUSTER_LABEL}={self.name} "
                               "but is not this RayCluster's: not deleted, not waited for")
 
-    def _delete_remaining(self, first: bool) -> None:
-        if first:
-            self.log.info(self.key, "drain", f"deleting the {len(self.remaining)} pods of the cluster (each with its "
-                          "own grace period)", pods=sorted(self.remaining.values())[:10])
-        else:
-            self.log.warn(self.key, "drain", f"drain grace over: deleting {len(self.remaining)} pods of the cluster "
-                          "again (each with its own grace period)", pods=sorted(self.remaining.values())[:10])
+    def _delete_remaining(self) -> None:
+        self.log.warn(self.key, "drain", f"drain grace over: deleting {len(self.remaining)} pods of the cluster "
+                      "(each with its own grace period)", pods=sorted(self.remaining.values())[:10])
         for uid, name in list(self.remaining.items()):
             self.kube.delete_pod(self.namespace, name, uid=uid)
 
@@ -87,7 +78,7 @@ class Drain:
         seen.  Raises :class:`DrainTimeout` at ``give_up``."""
         selector = f"{drift.CLUSTER_LABEL}={self.name}"
         start = time.monotonic()
-        delete_at, deletes = start, 0
+        delete_at = start + self.grace
         rv, relist, announced = "", True, -1
         while True:
             if relist:
@@ -107,10 +98,8 @@ class Drain:
                 names = ", ".join(sorted(self.remaining.values())[:5])
                 raise DrainTimeout(f"drain timed out: {len(self.remaining)} pods still present ({names})")
             if now >= delete_at:
-                self.tick()  # no delete after a stop request, or once someone else resumed the cluster
-                self._delete_remaining(first=not deletes)
-                deletes += 1
-                delete_at = time.monotonic() + max(self.grace, 1.0)  # stragglers: again only after a grace
+                self._delete_remaining()
+                delete_at = now + max(self.grace, 1.0)  # stragglers: again only after another grace
                 relist = True
                 continue
             self.tick()
