@@ -67,34 +67,39 @@ class _StrictLoader(_Loader):  # type: ignore[misc, valid-type]
             owned[id(node)] = (node, {id(k) for k, _ in node.value if k.tag != _MERGE_TAG})
         super().flatten_mapping(node)
 
+    def _construct(self, node: yaml.Node, deep: bool) -> Any:
+        """Most scalars are strings, for which the safe constructor returns the node's value
+        after a generic dispatch: taking it directly gives the same object, and loading
+        faster than PyYAML's own CSafeLoader (tests/bench/bench_render.py)."""
+        if node.__class__ is yaml.ScalarNode and node.tag == _STR_TAG:
+            return node.value
+        return self.construct_object(node, deep=deep)
+
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         self.flatten_mapping(node)  # resolves "<<" merge keys first (merged pairs come first)
         own = self._own_keys[id(node)][1] if self._own_keys is not None else None
         mapping: dict = {}
         written: set = set()
-        construct = self.construct_object
-        # Most scalars are strings, for which the safe constructor returns the node's value
-        # after a generic dispatch: taking the value directly is the same object, and makes
-        # loading faster than PyYAML's own CSafeLoader (tests/bench/bench_render.py).
         for key_node, value_node in node.value:
-            if key_node.__class__ is yaml.ScalarNode and key_node.tag == _STR_TAG:
-                key = key_node.value
-            else:
-                key = construct(key_node, deep=deep)
+            key = self._construct(key_node, deep)
             try:
-                duplicate = key in (mapping if own is None else written)
+                hash(key)
             except TypeError:
                 raise RaygitopsError(
                     "mapping key is not a scalar", line=key_node.start_mark.line + 1
                 ) from None
-            if duplicate and (own is None or id(key_node) in own):
-                raise RaygitopsError(f"duplicate key {key!r}", line=key_node.start_mark.line + 1)
-            if own is not None and id(key_node) in own:
+            if own is None:
+                if key in mapping:
+                    raise RaygitopsError(
+                        f"duplicate key {key!r}", line=key_node.start_mark.line + 1
+                    )
+            elif id(key_node) in own:
+                if key in written:
+                    raise RaygitopsError(
+                        f"duplicate key {key!r}", line=key_node.start_mark.line + 1
+                    )
                 written.add(key)
-            if value_node.__class__ is yaml.ScalarNode and value_node.tag == _STR_TAG:
-                mapping[key] = value_node.value
-            else:
-                mapping[key] = construct(value_node, deep=deep)
+            mapping[key] = self._construct(value_node, deep)
         return mapping
 
 
@@ -105,7 +110,7 @@ class _BlockDumper(_Dumper):  # type: ignore[misc, valid-type]
     ``default_flow_style=False``), without its generic dispatch; anything else goes to it.
     A Kubernetes manifest never needs anchors, so an object met twice is written twice
     (documents with cycles are refused when loaded).  The output is byte-identical to the
-    safe dumper's on acyclic, unshared data (tests/unit/test_yamlio.py).
+    safe dumper's on acyclic, unshared data (tests/unit/test_yaml_fastpaths.py).
     """
 
     def ignore_aliases(self, data: Any) -> bool:

@@ -7,9 +7,6 @@ Why they exist: render must stay within 1.15x of a plain libyaml load + dump
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -17,9 +14,7 @@ from hypothesis import strategies as st
 
 from raygitops.errors import RaygitopsError
 from raygitops.yamlio import dump, dump_stream, load_documents
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from sharedpaths import corpus_files  # noqa: E402
+from sharedpaths import corpus_files
 
 KW = dict(sort_keys=False, default_flow_style=False, allow_unicode=True, width=1 << 16)
 
