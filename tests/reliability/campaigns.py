@@ -56,6 +56,7 @@ class HookFigures:
     faults: collections.Counter = field(default_factory=collections.Counter)
     kill_phases: collections.Counter = field(default_factory=collections.Counter)  # lock phase a kill left
     requests: collections.Counter = field(default_factory=collections.Counter)
+    failed_runs: list[str] = field(default_factory=list)  # warn/error lines of runs that did not exit 0
     seconds: float = 0.0
 
     def merge(self, other: "HookFigures") -> None:
@@ -63,6 +64,7 @@ class HookFigures:
                      "recreated_twice", "internal_errors", "seconds"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.violations += other.violations
+        self.failed_runs += other.failed_runs
         self.faults.update(other.faults)
         self.kill_phases.update(other.kill_phases)
         self.requests.update(other.requests)
@@ -100,7 +102,8 @@ def sync_round(fleet: Fleet, proxy: FaultProxy, figures: HookFigures, *,
     untouchable = [f"{fleet.namespace}/{n}" for n in UNTOUCHABLE] + [f"{fleet.foreign_namespace}/drift-a"]
     old_uids = {c: {p["metadata"]["uid"] for p in fleet.live_pods() if inv.pod_cluster(p) == c} for c in targets}
     violations: list[str] = []
-    events_before = {r: fleet.events(r) for r in ("RecreateStarted", "Resumed")}
+    events_before = {r: fleet.events(r) for r in ("RecreateStarted", "Resumed", "RecreateFailed")}
+    abandoned: collections.Counter = collections.Counter()  # per cluster: runs that reported it failed/deferred
     proxy.set_rules(rules or [], seed=seed)
     proxy.reset_stats()
     kubeconfig = proxy.write_kubeconfig()
@@ -128,6 +131,12 @@ def sync_round(fleet: Fleet, proxy: FaultProxy, figures: HookFigures, *,
                             figures.kill_phases[json.loads(lock).get("phase", "?") if lock else "unlocked"] += 1
                 violations += [f"round {fleet.round} attempt {attempt}: {v}" for v in inv.hook_only_changes(before, after)]
                 for r in runs:
+                    for item in (r.report or {}).get("clusters") or []:
+                        if item.get("outcome") in ("failed", "deferred"):
+                            abandoned[f"{item['namespace']}/{item['name']}"] += 1
+                    if r.code != 0:
+                        figures.failed_runs += [f"round {fleet.round} attempt {attempt}: {line}"
+                                                for line in _trouble(r.stderr)]
                     if r.code not in (0, 1, None):
                         figures.internal_errors += 1
                         violations.append(f"hook exit {r.code}: {r.stderr.strip().splitlines()[-1:]}")
@@ -165,13 +174,21 @@ def sync_round(fleet: Fleet, proxy: FaultProxy, figures: HookFigures, *,
             wrong = watch.wrongly_deleted(untouchable)
             figures.pods_wrongly_deleted += len(wrong)
             violations += wrong
-            for reason, before_counts in events_before.items():
+            new_events = {reason: collections.Counter({c: n - before.get(c, 0) for c, n in fleet.events(reason).items()})
+                          for reason, before in events_before.items()}
+            for cluster, failed in new_events["RecreateFailed"].items():
+                # a RecreateFailed Event only from a run that reported the cluster failed
+                if failed > abandoned[cluster]:
+                    violations.append(f"{cluster}: {failed} RecreateFailed Events, {abandoned[cluster]} failed runs")
+            for reason in ("RecreateStarted", "Resumed"):
                 # Events are for people, best effort (a lost one is fine), but never doubled:
-                # at most one per drifted cluster per round, none for the others.
-                for cluster, count in fleet.events(reason).items():
-                    new = count - before_counts.get(cluster, 0)
-                    if new > (1 if cluster in targets else 0):
-                        violations.append(f"{cluster}: {new} {reason} Events in one round")
+                # one per attempt on a drifted cluster (an attempt that failed was rolled back
+                # and said so with RecreateFailed; the next run starts a new one), none for the others.
+                for cluster, new in new_events[reason].items():
+                    allowed = 1 + new_events["RecreateFailed"][cluster] if cluster in targets else 0
+                    if new > allowed:
+                        violations.append(f"{cluster}: {new} {reason} Events in one round "
+                                          f"({new_events['RecreateFailed'][cluster]} RecreateFailed)")
             for cluster, target in targets.items():
                 twice = watch.recreated_twice(cluster, target)
                 figures.recreated_twice += bool(twice)
@@ -194,6 +211,19 @@ def sync_round(fleet: Fleet, proxy: FaultProxy, figures: HookFigures, *,
     figures.rounds += 1
     figures.violations += violations
     figures.seconds += time.monotonic() - start
+
+
+def _trouble(stderr: str, limit: int = 12) -> list[str]:
+    """The warn/error lines of a hook's JSON log, shortened (what a failed run met)."""
+    lines = []
+    for text in stderr.splitlines():
+        try:
+            doc = json.loads(text)
+        except ValueError:
+            doc = {"level": "error", "cluster": "-", "step": "-", "msg": text}
+        if isinstance(doc, dict) and doc.get("level") in ("warn", "error"):
+            lines.append(f"{doc.get('level')} {doc.get('cluster')} {doc.get('step')}: {str(doc.get('msg'))[:200]}")
+    return lines[:limit]
 
 
 def _concurrent(fleet: Fleet, plans, kubeconfig: str):
