@@ -116,7 +116,7 @@ def main() -> None:
 def render(path: str, values: tuple[str, ...], config: str | None, out_dir: str | None, fmt: str,
            template_stdin: bool, plan_dir: str | None, **overrides: Any) -> None:
     """Render an app (directory, file, or - for stdin) with template hashes and hooks."""
-    from raygitops.output import json_list, write_out_dir, write_plans, yaml_stream
+    from raygitops.output import json_list, write_out_dir, write_plans, write_yaml_stream
     from raygitops.pipeline import render_app
 
     if overrides.get("helm") and out_dir is not None:
@@ -136,8 +136,10 @@ def render(path: str, values: tuple[str, ...], config: str | None, out_dir: str 
     if out_dir is not None:
         write_out_dir(result.objects, out_dir, result.default_namespace)
         return
-    text = json_list(result.objects) if fmt == "json" else yaml_stream(result.objects)
-    sys.stdout.write(text)
+    if fmt == "json":
+        sys.stdout.write(json_list(result.objects))
+    else:
+        write_yaml_stream(result.objects, sys.stdout)
 
 
 @click.command()

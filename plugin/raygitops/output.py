@@ -1,15 +1,18 @@
 """Rendered objects out: a YAML stream, a JSON List, or one file per object (``--out DIR``).
 
-Everything is built in memory first; a directory is only touched once the render succeeded.
+Nothing is written where the user reads before all of it is made: a directory is only
+touched once the render succeeded, and stdout gets the YAML stream from a spool file once
+it is whole (spooled on disk, not in memory: a big app's stream is as large as the app).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from raygitops.errors import RaygitopsError
 from raygitops.plan import secrets_json
@@ -31,6 +34,14 @@ CLUSTER_SCOPED_KINDS = frozenset(
 
 def yaml_stream(objects: list[dict[str, Any]]) -> str:
     return dump_stream(objects)
+
+
+def write_yaml_stream(objects: list[dict[str, Any]], out: TextIO) -> None:
+    """The YAML stream into ``out``, all of it or (when dumping fails) nothing."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        dump_stream(objects, spool)
+        spool.seek(0)
+        shutil.copyfileobj(spool, out)
 
 
 def json_list(objects: list[dict[str, Any]]) -> str:

@@ -8,8 +8,9 @@ walks the expanded tree.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Iterator, TextIO
 
 import yaml
 
@@ -69,10 +70,12 @@ class _StrictLoader(_Loader):  # type: ignore[misc, valid-type]
 
     def _construct(self, node: yaml.Node, deep: bool) -> Any:
         """Most scalars are strings, for which the safe constructor returns the node's value
-        after a generic dispatch: taking it directly gives the same object, and loading
-        faster than PyYAML's own CSafeLoader (tests/bench/bench_render.py)."""
+        after a generic dispatch: taking it directly gives an equal string, loading faster
+        than PyYAML's own CSafeLoader (tests/bench/bench_render.py).  Interned: an app of
+        many clusters repeats its keys and most values, and one copy of each is half the
+        memory its documents take (the render peak-RSS figure, tests/bench/bench_render.py)."""
         if node.__class__ is yaml.ScalarNode and node.tag == _STR_TAG:
-            return node.value
+            return sys.intern(node.value)
         return self.construct_object(node, deep=deep)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -309,10 +312,12 @@ def decode(data: bytes, path: str) -> str:
         ) from None
 
 
-def dump_stream(objs: list[Any]) -> str:
-    """A YAML stream in document order; keys keep the order they were given."""
+def dump_stream(objs: list[Any], stream: TextIO | None = None) -> str | None:
+    """A YAML stream in document order; keys keep the order they were given.  Written to
+    ``stream`` when given (nothing returned), else returned."""
     return yaml.dump_all(
         objs,
+        stream,
         Dumper=_BlockDumper,
         sort_keys=False,
         default_flow_style=False,

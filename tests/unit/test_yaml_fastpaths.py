@@ -74,3 +74,24 @@ def test_duplicate_keys_are_still_refused_and_merge_keys_still_override():
         ours("base: &b {c: 2}\nx:\n  <<: *b\n  a: 1\n  a: 2\n")
     with pytest.raises(RaygitopsError, match="mapping key is not a scalar"):
         ours("? [1, 2]\n: x\n")
+
+
+def test_repeated_strings_are_one_object():
+    """The render peak-RSS figure rests on this: 5,000 clusters repeat the same keys and
+    images, and each copy would cost its own ~60 bytes."""
+    a, b = ours("---\nimage: rayproject/ray:2.41.0\n---\nimage: rayproject/ray:2.41.0\n")
+    (ka, va), (kb, vb) = next(iter(a.items())), next(iter(b.items()))
+    assert ka is kb and va is vb
+
+
+def test_a_stream_that_cannot_be_dumped_writes_nothing():
+    import io
+
+    from raygitops.output import write_yaml_stream
+
+    out = io.StringIO()
+    with pytest.raises(yaml.YAMLError):
+        write_yaml_stream([{"kind": "ConfigMap"}, {"data": object()}], out)
+    assert out.getvalue() == ""
+    write_yaml_stream([{"kind": "ConfigMap"}], out)
+    assert out.getvalue() == "---\nkind: ConfigMap\n"
