@@ -2,7 +2,7 @@
 
 Nothing is written where the user reads before all of it is made: a directory is only
 touched once the render succeeded, and stdout gets the YAML stream from a spool file once
-it is whole (spooled on disk, not in memory: a big app's stream is as large as the app).
+it is whole (a big app's stream, as large as the app, on disk rather than in memory).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from raygitops.plan import secrets_json
 from raygitops.yamlio import dump, dump_stream
 
 OUT_MARKER = ".raygitops-out"
+SPOOL_IN_MEMORY = 4 << 20
 CLUSTER_SCOPED_DIR = "_cluster"
 CLUSTER_SCOPED_KINDS = frozenset(
     {
@@ -37,8 +38,10 @@ def yaml_stream(objects: list[dict[str, Any]]) -> str:
 
 
 def write_yaml_stream(objects: list[dict[str, Any]], out: TextIO) -> None:
-    """The YAML stream into ``out``, all of it or (when dumping fails) nothing."""
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+    """The YAML stream into ``out``, all of it or (when dumping fails) nothing.  A stream of
+    up to :data:`SPOOL_IN_MEMORY` bytes never touches the disk (a sidecar without a
+    writable ``/tmp`` still renders ordinary apps)."""
+    with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY, "w+", encoding="utf-8") as spool:
         dump_stream(objects, spool)
         spool.seek(0)
         shutil.copyfileobj(spool, out)

@@ -81,8 +81,8 @@ def memory(work: Path, megabytes: float, repeats: int, today: float) -> Figure:
     rss = [peak_rss_bytes("render", str(app)) / MIB for _ in range(repeats)]
     return Figure(f"render peak RSS / input size ({size / MIB:.0f} MiB app)", 4.0, rss, [size / MIB] * repeats,
                   unit="MiB", floor_name="input size", today=today,
-                  notes="render holds every input document at once (~8 bytes of Python objects per input byte); "
-                        "the target needs a streaming render (issue #17)")
+                  notes="render holds every input document at once (~7 bytes of Python objects per input byte, "
+                        "strings interned); the target needs a streaming render (issue #17)")
 
 
 def scale_curve(work: Path, sizes: list[int]) -> str:
@@ -105,11 +105,11 @@ def main() -> int:
     try:
         figures = [throughput(work, 100 if args.quick else 1000, repeats),
                    start_up(work, repeats),
-                   # today's levels: 16.5x at 7 MiB, 14.2x at 29 MiB (the interpreter's 22 MiB weigh less)
-                   # with the corpus' clusters; 22.3x at 7 MiB with the built-in one (smaller
+                   # today's levels: 10.8x at 7 MiB, 7.9x at 29 MiB (the interpreter's 22 MiB weigh less)
+                   # with the corpus' clusters; 15.6x at 7 MiB with the built-in one (smaller
                    # objects, more of them per byte) where ../shared is absent
-                   memory(work, 7, 1, today=16.5 if corpus_files() else 22.3) if args.quick
-                   else memory(work, 29, 3, today=14.2 if corpus_files() else 22.3)]
+                   memory(work, 7, 1, today=11.0 if corpus_files() else 16.0) if args.quick
+                   else memory(work, 29, 3, today=8.0 if corpus_files() else 16.0)]
         ok = report(figures, args.quick)
         if args.write_docs and not args.quick:
             write_doc_section("bench_render", f"Machine: {machine()}.\n\n{doc_table(figures)}")
