@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from raygitops import output
 from raygitops.cli import main
 from raygitops.errors import RaygitopsError
 from raygitops.pipeline import render_app
@@ -251,3 +253,20 @@ def test_stdin_is_templated_only_when_asked(tmp_path: Path) -> None:
         res = run("-", "--template", text=text)
         assert res.returncode == 1 and res.stdout == "" and res.stderr.startswith(f"raygitops: {message}"), res.stderr
     assert "--template is for stdin" in run(str(values), "--template").stderr
+
+
+def test_a_stream_that_cannot_be_dumped_writes_nothing():
+    out = io.StringIO()
+    with pytest.raises(yaml.YAMLError):
+        output.write_yaml_stream([{"kind": "ConfigMap"}, {"data": object()}], out)
+    assert out.getvalue() == ""
+    output.write_yaml_stream([{"kind": "ConfigMap"}], out)
+    assert out.getvalue() == "---\nkind: ConfigMap\n"
+
+
+def test_a_stream_larger_than_the_memory_spool_is_copied_whole(monkeypatch):
+    monkeypatch.setattr(output, "SPOOL_IN_MEMORY", 1000)
+    docs = [{"kind": "ConfigMap", "data": {"k": "v" * 100, "i": str(i)}} for i in range(50)]
+    out = io.StringIO()
+    output.write_yaml_stream(docs, out)
+    assert out.getvalue() == output.yaml_stream(docs)

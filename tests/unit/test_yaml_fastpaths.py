@@ -83,27 +83,3 @@ def test_repeated_strings_are_one_object():
     (ka, va), (kb, vb) = next(iter(a.items())), next(iter(b.items()))
     assert ka is kb and va is vb
 
-
-def test_a_stream_that_cannot_be_dumped_writes_nothing():
-    import io
-
-    from raygitops.output import write_yaml_stream
-
-    out = io.StringIO()
-    with pytest.raises(yaml.YAMLError):
-        write_yaml_stream([{"kind": "ConfigMap"}, {"data": object()}], out)
-    assert out.getvalue() == ""
-    write_yaml_stream([{"kind": "ConfigMap"}], out)
-    assert out.getvalue() == "---\nkind: ConfigMap\n"
-
-
-def test_a_stream_larger_than_the_memory_spool_is_copied_whole(monkeypatch):
-    import io
-
-    from raygitops import output
-
-    monkeypatch.setattr(output, "SPOOL_IN_MEMORY", 1000)
-    docs = [{"kind": "ConfigMap", "data": {"k": "v" * 100, "i": str(i)}} for i in range(50)]
-    out = io.StringIO()
-    output.write_yaml_stream(docs, out)
-    assert out.getvalue() == dump_stream(docs)
