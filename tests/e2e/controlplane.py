@@ -81,6 +81,7 @@ OPTIONAL = ("kube-scheduler", "kwok")
 KWOK_NODES = 3
 TEMPLATE_HASH = "raygitops.dev/template-hash"  # on each pod, from its group's template
 NODE_LEASE_SECONDS = 40
+TERMINATE_AFTER = "e2e.raygitops.dev/terminate-after"  # a pod's shutdown time ("2s"): kwok deletes it then
 
 
 class KubectlError(subprocess.CalledProcessError):
@@ -531,8 +532,7 @@ class ControlPlane:
         # misses about every 55 s, so every node (and every pod on it) flaps NotReady.
         args = ["--kubeconfig", self.kubeconfig, "--manage-all-nodes=true", "--cidr=10.244.0.0/16",
                 "--node-ip=127.0.0.1", f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}"]
-        if self.run_job_pods:
-            args.append(f"--config={self._kwok_stages_without_job_pods(home)}")
+        args.append(f"--config={self._kwok_stages(home)}")
         self._run("kwok", args, env=dict(os.environ, HOME=str(home)))
         self.apply([{
             "apiVersion": "v1", "kind": "Node",
@@ -550,16 +550,22 @@ class ControlPlane:
         wait_for(nodes_ready, timeout=60, message="kwok nodes Ready")
         self.nodes_ready_at = self._node_ready_transitions()
 
-    def _kwok_stages_without_job_pods(self, directory: Path) -> Path:
-        """kwok's own default pod stages (copied from its module by build.sh), minus
-        pod-complete and with pod-ready skipping pods a Job controller created: those stay
-        Pending for the Job runner. Node stages stay kwok's defaults (leases)."""
+    def _kwok_stages(self, directory: Path) -> Path:
+        """kwok's own default pod stages (copied from its module by build.sh), with pod-delete
+        waiting for the duration a pod's annotation :data:`TERMINATE_AFTER` gives (``"2s"``: a
+        pod that takes its time to shut down, as a real one does; none by default).  With
+        ``run_job_pods``, pod-complete is dropped and pod-ready skips pods a Job controller
+        created: those stay Pending for the Job runner.  Node stages stay kwok's defaults."""
         stages_dir = self.bin_dir.parent / "share" / "kwok-stages"
-        stages = [yaml.safe_load((stages_dir / f"{name}.yaml").read_text()) for name in ("pod-ready", "pod-delete")]
-        stages[0]["spec"]["selector"]["matchExpressions"].append(
-            {"key": '.metadata.labels["batch.kubernetes.io/job-name"]', "operator": "DoesNotExist"})
+        names = ("pod-ready", "pod-delete") if self.run_job_pods else ("pod-ready", "pod-complete", "pod-delete")
+        stages = {name: yaml.safe_load((stages_dir / f"{name}.yaml").read_text()) for name in names}
+        if self.run_job_pods:
+            stages["pod-ready"]["spec"]["selector"]["matchExpressions"].append(
+                {"key": '.metadata.labels["batch.kubernetes.io/job-name"]', "operator": "DoesNotExist"})
+        stages["pod-delete"]["spec"]["delay"] = {  # no annotation: no delay
+            "durationMilliseconds": 0, "durationFrom": {"expressionFrom": f'.metadata.annotations["{TERMINATE_AFTER}"]'}}
         path = directory / "stages.yaml"
-        path.write_text(yaml.safe_dump_all(stages))
+        path.write_text(yaml.safe_dump_all(stages.values()))
         return path
 
     def _node_ready_transitions(self) -> dict[str, str]:

@@ -10,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from controlplane import ControlPlane, unique_name
+from controlplane import TERMINATE_AFTER, ControlPlane, unique_name
 
 pytestmark = pytest.mark.e2e
 
@@ -97,3 +97,26 @@ def test_python_client_accepts_kubeconfig(control_plane):
     client = kubernetes.config.new_client_from_config(config_file=control_plane.kubeconfig)
     crds = kubernetes.client.ApiextensionsV1Api(client).list_custom_resource_definition()
     assert {"rayclusters.ray.io", "rayjobs.ray.io", "rayservices.ray.io"} <= {c.metadata.name for c in crds.items}
+
+
+def test_a_pod_takes_the_shutdown_time_its_annotation_gives(control_plane, namespace):
+    """kwok deletes a pod at once, or after the time its TERMINATE_AFTER annotation gives
+    (a pod that takes its time to shut down): the hook's drain must follow it."""
+    cp = control_plane
+    if not cp.has("kwok"):
+        pytest.skip("kwok not built")
+
+    def pod(name: str, annotations: dict[str, str]) -> dict:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "annotations": annotations},
+                "spec": {"nodeName": "kwok-node-0", "containers": [{"name": "c", "image": "busybox"}]}}
+
+    cp.apply([pod("quick", {}), pod("slow", {TERMINATE_AFTER: "3s"})], namespace)
+    cp.wait_for(lambda: all((cp.get("pod", n, namespace) or {}).get("status", {}).get("phase") == "Running"
+                            for n in ("quick", "slow")), timeout=60, message="both pods Running")
+    start = time.monotonic()
+    cp.kubectl("delete", "pod", "quick", "slow", "-n", namespace, "--wait=false")
+    cp.wait_for(lambda: cp.get("pod", "quick", namespace) is None, timeout=10, message="quick pod gone")
+    assert time.monotonic() - start < 2.0
+    assert cp.get("pod", "slow", namespace)["metadata"].get("deletionTimestamp")  # still terminating
+    cp.wait_for(lambda: cp.get("pod", "slow", namespace) is None, timeout=20, message="slow pod gone")
+    assert 2.5 < time.monotonic() - start < 10

@@ -28,6 +28,7 @@ from test_presync_hook import (  # noqa: F401 - collected again on this operator
     test_image_change_recreates_exactly_once,
     test_killed_hook_is_finished_by_the_next_run,
     test_no_pod_deleted,
+    test_the_operator_is_prompted_along_suspend_and_resume,
 )
 
 pytestmark = pytest.mark.e2e

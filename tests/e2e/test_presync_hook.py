@@ -236,6 +236,22 @@ def test_image_change_recreates_exactly_once(app: App):
     assert app.uids() == uids and len(app.events("RecreateStarted")) == 1
 
 
+def test_the_operator_is_prompted_along_suspend_and_resume(csa_app: App):
+    """KubeRay takes a suspend (and a resume) in two reconciles, the first only a status
+    write; it runs the second on its 2 s requeue unless an annotation changes.  The hook
+    renews its lease when it sees the first, so the pods go (and come) at once."""
+    _start(csa_app)
+    csa_app.write(raycluster(image="rayproject/ray:2.42.0"))
+    objs, _, plan = csa_app.render()
+    lines = [json.loads(line) for line in csa_app.presync(plan).stderr.splitlines()]
+    prompts = [line["operator"] for line in lines if line["step"] == "prompt"]
+    assert "RayClusterSuspending" in prompts and prompts[-1] == "running", lines
+    drained = next(line for line in lines if line["step"] == "drain" and "gone" in line["msg"])
+    assert drained["seconds"] < 1.5, drained  # unprompted, the operator waits 2 s before deleting a pod
+    csa_app.apply(objs)
+    csa_app.wait_pods(hashes=desired_hashes(rendered(objs)))
+
+
 @pytest.mark.parametrize("case", ["replicas-only", "no-opt-in", "rayjob-owner-reference", "rayjob-label",
                                   "desired-suspended"])
 def test_no_pod_deleted(csa_app: App, case: str):

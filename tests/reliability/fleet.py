@@ -6,7 +6,8 @@ cluster in a *foreign* namespace (not in the app) carries the same name and opt-
 it exits 0 -> ``kubectl apply`` of the non-hook manifests.
 
 ==============  ===========================================================================
-``drift-a/b``   opted in; the image changes every round: recreated exactly once per round
+``drift-a/b``   opted in; the image changes every round: recreated exactly once per round;
+                its pods take 2 s to terminate
 ``stable``      opted in; only a label changes (not pod-shaping): no pod deleted
 ``noopt``       not opted in; the image changes: no pod deleted (stale by design)
 ``jobowned``    opted in, but label ``ray.io/originated-from-crd: RayJob``: no pod deleted
@@ -28,16 +29,21 @@ from typing import Any
 
 import yaml
 
+from controlplane import TERMINATE_AFTER
 from reliability import invariants as inv
 
 LEASE_SECONDS = "3"
+# The drifting clusters' pods take this long to go once deleted (kwok, see controlplane.py):
+# every drain follows them with its watch, as on a real cluster, so watch faults do hit.
+DRIFTING_SHUTDOWN = "2s"
 DRIFTING = ("drift-a", "drift-b")
 UNTOUCHABLE = ("stable", "noopt", "jobowned")
 OUT_OF_BAND = {"example.com/owner": "team-x"}  # set on every live cluster; the hook must keep it
 
 
 def raycluster(name: str, image: str, opt_in: bool = True, labels: dict[str, str] | None = None,
-               node_name: str | None = None) -> dict[str, Any]:
+               node_name: str | None = None, shutdown: str | None = None) -> dict[str, Any]:
+    """``shutdown``: how long its pods take to terminate once deleted (``"2s"``)."""
     def pod(container: str) -> dict[str, Any]:
         spec: dict[str, Any] = {"containers": [{
             "name": container, "image": image,
@@ -45,7 +51,10 @@ def raycluster(name: str, image: str, opt_in: bool = True, labels: dict[str, str
         }]}
         if node_name:
             spec["nodeName"] = node_name
-        return {"spec": spec}
+        template: dict[str, Any] = {"spec": spec}
+        if shutdown:
+            template["metadata"] = {"annotations": {TERMINATE_AFTER: shutdown}}
+        return template
 
     meta: dict[str, Any] = {"name": name, "labels": dict(labels or {}), "annotations": {}}
     if opt_in:
@@ -98,7 +107,7 @@ class Fleet:
 
     def clusters(self, version: int) -> list[dict[str, Any]]:
         image = f"rayproject/ray:2.{40 + version}.0"
-        out = [raycluster(n, image, node_name=self.node_name) for n in DRIFTING]
+        out = [raycluster(n, image, node_name=self.node_name, shutdown=DRIFTING_SHUTDOWN) for n in DRIFTING]
         stable = raycluster("stable", "rayproject/ray:2.40.0", node_name=self.node_name,
                             labels={"round": str(version)})
         out += [stable, raycluster("noopt", image, opt_in=False, node_name=self.node_name),

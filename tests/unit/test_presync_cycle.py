@@ -11,7 +11,7 @@ import pytest
 
 from raygitops.hashing import HASH_ANNOTATION
 from raygitops.plan import Plan
-from raygitops.presync import cycle, drift
+from raygitops.presync import cycle, drift, prompt
 from raygitops.presync import lock as locks
 from raygitops.presync.kubeapi import ApiError, Gone
 from raygitops.presync.logs import Log
@@ -369,3 +369,113 @@ def test_release_lock_on_desired_suspended_cluster():
     live = kube.clusters[(NS, "demo")]
     assert live["spec"]["suspend"] is True and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
     assert not report.failed
+
+
+def _condition(kind: str, true: bool) -> dict[str, str]:
+    return {"type": kind, "status": "True" if true else "False", "reason": kind}
+
+
+def two_step_operator(kube: FakeKube) -> list[str]:
+    """KubeRay 1.5's reconcile, run 20 ms after each write that its predicates pass (every
+    write of the hook here, merged with one already queued, as in its work queue) and never
+    on its own status writes: a suspend first sets
+    RayClusterSuspending, the next deletes the pods, and the one their deletion brings sets
+    RayClusterSuspended; a resume first sets
+    RayClusterSuspended false, the next one creates the pods.  No requeue timer: without a
+    further write nothing more happens.  Returns the log of its steps."""
+    steps: list[str] = []
+    queued: set[tuple[str, str]] = set()
+    suspended_spec: list[bool] = []
+
+    def reconcile(ns: str, name: str) -> None:
+        with kube.lock:
+            queued.discard((ns, name))
+            obj = kube.clusters[(ns, name)]
+            state = prompt.suspend_state(obj)
+            suspend = obj["spec"].get("suspend") is True
+            if state == prompt.SUSPENDING and kube.pods_of(name, ns):
+                for pod in kube.pods_of(name, ns):
+                    kube.remove_pod(pod["metadata"]["uid"])
+                steps.append("pods deleted")
+                queue(ns, name)  # the pods' deletion events bring the next reconcile
+                return
+            if state == prompt.SUSPENDING:
+                suspending, suspended, step = False, True, "suspended"
+            elif state == prompt.SUSPENDED and not suspend:
+                suspending, suspended, step = False, False, "resuming"
+            elif state == prompt.RUNNING and suspend:
+                suspending, suspended, step = True, False, "suspending"
+            elif state == prompt.RUNNING and not kube.pods_of(name, ns):
+                kube.create_pods(ns, name)
+                obj["status"]["state"] = "ready"
+                kube._bump(obj)
+                steps.append("pods created")
+                return
+            else:
+                return
+            obj["status"] = {"conditions": [_condition(prompt.SUSPENDING, suspending),
+                                            _condition(prompt.SUSPENDED, suspended)]}
+            kube._bump(obj)
+            steps.append(step)
+
+    def queue(ns: str, name: str) -> None:
+        if (ns, name) not in queued:
+            queued.add((ns, name))
+            threading.Timer(0.02, reconcile, args=(ns, name)).start()
+
+    def operate(obj):
+        meta, suspend = obj["metadata"], obj["spec"].get("suspend") is True
+        if not suspend and suspended_spec:  # the resume write: where did it find the operator?
+            steps.append(f"resume written while {prompt.suspend_state(obj) or 'running'}")
+        suspended_spec[:] = [True] if suspend else []
+        queue(meta["namespace"], meta["name"])
+
+    kube._operate = operate
+    return steps
+
+
+def test_the_two_step_operator_is_prompted_through_suspend_and_resume():
+    kube = FakeKube()
+    live = kube.add_cluster("demo", stamped(OLD))
+    live["status"] = {"conditions": [_condition(prompt.SUSPENDING, False), _condition(prompt.SUSPENDED, False)]}
+    steps = two_step_operator(kube)
+    start = time.monotonic()
+    report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=30)
+    assert report.counts()["recreated"] == 1, lines
+    # every step came from a write of the hook, none from a drain-grace deletion or a timer
+    assert steps == ["suspending", "pods deleted", "suspended", "resume written while RayClusterSuspended",
+                     "resuming", "pods created"]
+    assert kube.by_verb.get("delete", 0) == 0 and time.monotonic() - start < 5
+    assert [l["operator"] for l in lines if l["step"] == "prompt"] == [prompt.SUSPENDING, "running"]
+    lock_writes = [p for _, p in kube.patches if "spec" not in p]
+    assert len(lock_writes) == 4  # the lock, a renewal after "suspending" and after "resuming", the unlock
+
+
+def test_an_operator_without_suspend_conditions_is_not_polled():
+    kube = FakeKube()
+    kube.add_cluster("demo", stamped(OLD))
+    report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
+    assert report.counts()["recreated"] == 1
+    assert len([p for _, p in kube.patches if "spec" not in p]) == 2  # the lock and the unlock, no renewal
+
+
+def test_prompting_is_best_effort():
+    kube = FakeKube()
+    live = kube.add_cluster("demo", stamped(OLD))
+    live["status"] = {"conditions": [_condition(prompt.SUSPENDING, False), _condition(prompt.SUSPENDED, False)]}
+    real = kube.get_cluster
+    calls = {"n": 0}
+
+    def get_cluster(namespace, name):
+        calls["n"] += 1
+        if calls["n"] == 2:  # the first read of the prompt, right after the suspend
+            raise ApiError(500, "InternalError", "etcd leader changed")
+        return real(namespace, name)
+
+    kube.get_cluster = get_cluster
+    two_step_operator(kube)
+    report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=1)
+    assert report.counts()["recreated"] == 1, lines
+    assert any(l["step"] == "prompt" and "cannot prompt" in l["msg"] for l in lines)
+    # unprompted, this operator never deletes the pods: the drain grace did
+    assert kube.by_verb.get("delete", 0) >= 1

@@ -9,6 +9,11 @@ run can finish a cycle another one started:
     (no lock) ─ACQUIRE→ locked ─SUSPEND→ suspended ─DRAIN (to 0 pods, then the resume
         write)→ resumed ─WAIT_READY (then the unlock write)→ (no lock, last-recreate written)
 
+After the suspend and after the resume write the operator is prompted (a lease renewal as
+soon as its status shows the change taken in: :mod:`raygitops.presync.prompt`), so that it
+deletes and creates the pods without waiting for its own requeue; the resume waits until it
+reports the suspend finished.
+
 ReplaceGroups (docs/presync.md) takes a shorter path on the same machinery; nothing is
 suspended:
 
@@ -35,11 +40,11 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from raygitops import objmeta
 from raygitops.plan import ClusterPlan
-from raygitops.presync import configlive, drain, drift, events, patches, replace
+from raygitops.presync import configlive, drain, drift, events, patches, polling, prompt, replace
 from raygitops.presync.budget import Budget
 from raygitops.presync import lock as locks
 from raygitops.presync.kubeapi import ApiError, Conflict
@@ -70,7 +75,8 @@ DEFERRED = "deferred"
 PAUSE_ENV = "RAYGITOPS_TEST_PAUSE_AT"
 MAX_CONFLICTS = 50
 MAX_SUSPEND_WRITES = 3
-POLL_SECONDS = 1.0
+POLL_SECONDS = 1.0  # the longest sleep between two reads while waiting (polling.delays)
+FIRST_POLL_SECONDS = 0.1  # the first: new pods are often Ready, a batch replaced, within it
 RECOVER_AFTER_STOP_SECONDS = 20.0  # a signalled run resumes and exits well inside 30 s
 
 
@@ -92,6 +98,12 @@ class Deferred(CycleError):
 
 class SuspendUndone(Exception):
     """``spec.suspend`` was seen false again during the drain: suspend again (bounded)."""
+
+
+def waiting_delays() -> Iterator[float]:
+    """Sleeps while waiting for pods (readiness, a replaced batch): from
+    :data:`FIRST_POLL_SECONDS` up to :data:`POLL_SECONDS`; restarted whenever something moved."""
+    return polling.delays(FIRST_POLL_SECONDS, POLL_SECONDS)
 
 
 def next_step(live: dict[str, Any] | None, holder: str, unchanged_for: float = 0.0, replace: bool = False) -> str:
@@ -190,6 +202,7 @@ class Cycle:
         self.deleted: dict[str, int] = {}
         self.removed_deleted = 0
         self._progress = ""
+        self._replace_delays = waiting_delays()
         self._seen_lock: tuple[str | None, float] = (None, time.monotonic())
 
     # ------------------------------------------------------------------ helpers
@@ -240,9 +253,13 @@ class Cycle:
             raise LostLock(f"lock taken over by {lock.holder if lock else 'nobody'}")
         return lock
 
-    def _renew(self, force: bool = False) -> None:
-        """Renew the lease (GET + PATCH with resourceVersion; 409 → again)."""
-        if not force and time.monotonic() < self._renew_at:
+    def _lease_written(self) -> None:
+        """Our lock was just written: the next renewal is due a third of a lease from now."""
+        self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
+
+    def _renew(self) -> None:
+        """Renew the lease when due (GET + PATCH with resourceVersion; 409 → again)."""
+        if time.monotonic() < self._renew_at:
             return
         for _ in range(MAX_CONFLICTS):
             self._get()
@@ -252,7 +269,50 @@ class Cycle:
                 break
             except Conflict:
                 continue
-        self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
+        self._lease_written()
+
+    def _prompt_operator(self, goal: frozenset[str]) -> None:
+        """Until the operator's status reaches ``goal`` (:mod:`raygitops.presync.prompt`):
+        each change it makes (suspending, suspended, neither) is answered with a lease
+        renewal when its next reconcile has work to do (delete or create the pods), so that
+        reconcile starts now rather than after its 2 s requeue.  At most
+        :data:`prompt.PROMPT_SECONDS` after the last change; best effort: an API error only
+        costs the operator's requeue."""
+        if not prompt.has_suspend_conditions(self.live) or prompt.suspend_state(self.live) in goal:
+            return  # no conditions: it suspends and resumes in one reconcile, nothing to prompt
+        last: str | None = prompt.suspend_state(self.live)
+        since = time.monotonic()
+        try:
+            delays = prompt.poll_delays()
+            while (delay := next(delays, None)) is not None:
+                self._sleep(delay)
+                if self._get() is None:
+                    return  # deleted meanwhile: the main loop sees it gone
+                lock = self._my_lock()
+                state = prompt.suspend_state(self.live)
+                if state == last:
+                    continue
+                last = state
+                if not prompt.operator_has_work(state, (self.live.get("spec") or {}).get("suspend") is True):
+                    if state in goal:
+                        return
+                    continue
+                try:
+                    self._patch(patches.lock_patch(self.live, lock.renewed(self.clock())))
+                except Conflict:
+                    last = None  # written meanwhile (perhaps only the status): prompt again
+                    continue
+                self._lease_written()
+                self.log.info(self.key, "prompt", "lease renewed: the operator's next reconcile starts now, "
+                              "not after its 2 s requeue", operator=state or "running",
+                              seconds=round(time.monotonic() - since, 3))
+                if state in goal:
+                    return
+                delays, since = prompt.poll_delays(), time.monotonic()  # the next step gets its own time
+        except ApiError as err:
+            if err.status in (401, 403):
+                raise
+            self.log.info(self.key, "prompt", f"cannot prompt the operator ({err}): it acts on its own requeue")
 
     # ------------------------------------------------------------------ the loop
 
@@ -330,6 +390,7 @@ class Cycle:
 
     def _drain_and_resume(self) -> None:
         self._drain()
+        self._prompt_operator(prompt.SUSPEND_DONE)  # never resume a cluster still suspending
         self._resume()
 
     def _wait_ready_and_unlock(self) -> None:
@@ -353,7 +414,7 @@ class Cycle:
             self._start_replacing(lock)
             return
         self._patch(patches.lock_patch(self.live, lock))
-        self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
+        self._lease_written()
         self.log.info(self.key, "lock", f"locked for a recreate: {self.decision.reason}", holder=self.holder)
         self._event(events.STARTED, f"raygitops recreates the pods: {self.decision.reason}")
         test_pause("locked", self.log, self.key)
@@ -385,7 +446,7 @@ class Cycle:
                           previous=old.holder if old else "unreadable")
             return
         self._patch(patches.lock_patch(self.live, lock))
-        self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
+        self._lease_written()
         self.log.warn(self.key, "takeover", "took over the lock of a holder that stopped renewing it",
                       previous=old.holder if old else "unreadable", phase=lock.phase)
         if lock.target != self.target:
@@ -409,7 +470,7 @@ class Cycle:
             self.started = time.monotonic()
         self._make_config_live()
         self._patch(patches.resume_patch(self.live, self.plan, lock))
-        self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
+        self._lease_written()
         kept = self._kept()
         what = f"worker groups {', '.join(self.groups) or '(removed groups only)'}"
         self.log.info(self.key, "replace", f"desired spec written; replacing the pods of {what} "
@@ -452,12 +513,14 @@ class Cycle:
                     self.removed_deleted += 1
                 self.log.info(self.key, "replace", f"deleted pod {name} of group {group}")
         progress = batch.describe()
-        if progress != self._progress:
-            self.log.info(self.key, "replace", f"waiting: {progress}")
+        if progress != self._progress or batch.delete:
+            if progress != self._progress:
+                self.log.info(self.key, "replace", f"waiting: {progress}")
             self._progress = progress
+            self._replace_delays = waiting_delays()  # something moved: look soon
         if batch.delete:
             test_pause("replacing", self.log, self.key)
-        self._sleep(POLL_SECONDS)
+        self._sleep(next(self._replace_delays))
         self._renew()
 
     def _suspend(self) -> None:
@@ -482,9 +545,10 @@ class Cycle:
             self.started = time.monotonic()
         self._patch(patches.suspend_patch(self.live, lock.at(locks.SUSPENDED, self.clock())))
         self.suspend_writes += 1
-        self._renew_at = time.monotonic() + self.opts.lease_seconds / 3
+        self._lease_written()
         self.log.info(self.key, "suspend", "spec.suspend set to true: the operator deletes the pods")
         test_pause("suspended", self.log, self.key)
+        self._prompt_operator(prompt.SUSPEND_TAKEN_IN)
 
     def _drain(self) -> None:
         """Wait until every pod the cluster owns is gone (:mod:`raygitops.presync.drain`)."""
@@ -534,6 +598,7 @@ class Cycle:
             self._event(events.DRAINED, "all pods of the RayCluster are gone")
         self._event(events.RESUMED, "desired templates written and the RayCluster resumed")
         test_pause("resumed", self.log, self.key)
+        self._prompt_operator(prompt.RESUME_TAKEN_IN)
 
     def _wait_ready(self) -> None:
         lock = self._my_lock()
@@ -541,6 +606,7 @@ class Cycle:
             return
         selector = f"{drift.CLUSTER_LABEL}={self.plan.name}"
         last = ""
+        delays = waiting_delays()
         while True:
             pods, _ = self.kube.list_pods(self.ns, selector)
             pods_ok, pods_msg = drift.pods_ready_for(self.plan, self.live, pods)
@@ -552,13 +618,14 @@ class Cycle:
             if message != last:
                 self.log.info(self.key, "wait-ready", f"waiting: {message}")
                 last = message
+                delays = waiting_delays()  # something moved: look soon
             if self._left() <= 0 or self.opts.stop.is_set():
                 why = "interrupted (SIGTERM/SIGINT)" if self.opts.stop.is_set() else "timed out"
                 self.failure = f"{why} waiting for the cluster to be ready ({message})"
                 self.log.error(self.key, "wait-ready", self.failure)
                 self._get()
                 return
-            self.opts.stop.wait(POLL_SECONDS)
+            self.opts.stop.wait(next(delays))
             self._renew()
             self._get()
 
