@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import shutil
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -19,6 +20,9 @@ from raygitops.clierrors import fail, guarded
 from raygitops.cliopts import app_path, values_option
 from raygitops.errors import RaygitopsError
 from raygitops.plan import HookSettings
+
+if TYPE_CHECKING:
+    from raygitops.render import RenderResult
 
 # name -> "module:attribute" of a click command, imported only when invoked or listed.
 COMMANDS = {
@@ -116,15 +120,36 @@ def main() -> None:
 def render(path: str, values: tuple[str, ...], config: str | None, out_dir: str | None, fmt: str,
            template_stdin: bool, plan_dir: str | None, **overrides: Any) -> None:
     """Render an app (directory, file, or - for stdin) with template hashes and hooks."""
-    from raygitops.output import json_list, write_out_dir, write_plans, write_yaml_stream
-    from raygitops.pipeline import render_app
+    from raygitops.output import json_list, spooled_yaml_stream, write_out_dir
+    from raygitops.pipeline import start_render
 
     if overrides.get("helm") and out_dir is not None:
         raise RaygitopsError("--helm renders Helm's post-renderer stream: it does not go with --out")
     if template_stdin and path != "-":
         raise RaygitopsError("--template is for stdin (-): files ending in .j2 are templated already")
-    result = render_app(path, cli_values=list(values), config=config, overrides=overrides,
-                        template_stdin=template_stdin)
+    # The YAML stream is dumped object by object as the app is read (one file's documents in
+    # memory at a time); the other outputs need every object first.
+    streamed = out_dir is None and fmt != "json"
+    render = start_render(path, cli_values=list(values), config=config, overrides=overrides,
+                          template_stdin=template_stdin, keep=not streamed)
+    if streamed:
+        with spooled_yaml_stream(render.objects()) as spool:
+            _rendered(render.result, plan_dir)
+            shutil.copyfileobj(spool, sys.stdout)
+        return
+    result = render.collect()
+    _rendered(result, plan_dir)
+    if out_dir is not None:
+        write_out_dir(result.objects, out_dir, result.default_namespace)
+    else:
+        sys.stdout.write(json_list(result.objects))
+
+
+def _rendered(result: RenderResult, plan_dir: str | None) -> None:
+    """A render succeeded: its warnings to stderr (and Helm's terminal), its plans to
+    ``--plan-out``; the objects are written next."""
+    from raygitops.output import write_plans
+
     for warning in result.warnings:
         click.echo(f"raygitops: warning: {warning}", err=True)
         if helmplugin.under_helm_plugin():
@@ -133,13 +158,6 @@ def render(path: str, values: tuple[str, ...], config: str | None, out_dir: str 
         helmplugin.clear_error()
     if plan_dir is not None:
         write_plans(result.plans, plan_dir)
-    if out_dir is not None:
-        write_out_dir(result.objects, out_dir, result.default_namespace)
-        return
-    if fmt == "json":
-        sys.stdout.write(json_list(result.objects))
-    else:
-        write_yaml_stream(result.objects, sys.stdout)
 
 
 @click.command()

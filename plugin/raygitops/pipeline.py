@@ -8,10 +8,10 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from raygitops.errors import RaygitopsError
-from raygitops.render import RenderResult, render_documents
+from raygitops.render import Render, RenderResult
 from raygitops.settings import (
     Settings,
     apply_environment,
@@ -31,7 +31,7 @@ from raygitops.sources import (
     read_text,
     template_context,
 )
-from raygitops.yamlio import Document, decode, load_documents
+from raygitops.yamlio import Document, TextDocuments, decode
 
 STDIN = "-"
 
@@ -65,11 +65,13 @@ def resolve_settings(
 def read_documents(
     path: str, settings: Settings, env: Mapping[str, str], cli_values: list[str],
     stdin: Any = None, template_stdin: bool = False,
-) -> list[Document]:
-    """Parse the documents of a directory, one file, or stdin (``-``).  A single ``*.j2``
-    file is templated as in a directory (the values of ``--values``), and stdin when asked
-    (``--template``: a helm or kustomize stream may hold ``{{ }}`` of its own); values files
-    given are read, and refused when missing or broken, whatever the input."""
+) -> Iterable[Document]:
+    """The documents of a directory, one file, or stdin (``-``), parsed as they are iterated
+    (each iteration parses again: render's :class:`~raygitops.render.ConfigIndex` may look
+    ahead).  A single ``*.j2`` file is templated as in a directory (the values of
+    ``--values``), and stdin when asked (``--template``: a helm or kustomize stream may hold
+    ``{{ }}`` of its own); values files given are read, and refused when missing or broken,
+    whatever the input."""
     if path == STDIN:
         values = load_values([(Path(v), v) for v in cli_values], settings.value_overrides, None)
         text = decode(read_stdin(stdin or sys.stdin.buffer, "<stdin>"), "<stdin>")
@@ -78,7 +80,7 @@ def read_documents(
 
             # includes resolve inside the working directory, as they would inside an app
             text = TemplateRenderer(Path.cwd().resolve(), template_context(values, env)).render_text(text, "<stdin>")
-        return list(load_documents(text, "<stdin>"))
+        return TextDocuments(text, "<stdin>")
     target = Path(path)
     if target.is_dir():
         return read_app(target, path, settings, env, cli_values)
@@ -90,11 +92,11 @@ def read_documents(
             from raygitops.templating import TemplateRenderer
 
             text = TemplateRenderer(root, template_context(values, env)).render(target, path)
-        return list(load_documents(text, path))
+        return TextDocuments(text, path)
     raise RaygitopsError("no such file or directory", path)
 
 
-def render_app(
+def start_render(
     path: str,
     *,
     cli_values: list[str] | None = None,
@@ -103,11 +105,17 @@ def render_app(
     overrides: Mapping[str, Any] | None = None,
     stdin: Any = None,
     template_stdin: bool = False,
-) -> RenderResult:
-    """Render an app the way ``raygitops render`` does."""
+    keep: bool = True,
+) -> Render:
+    """An app's render, ready to yield its objects (:class:`raygitops.render.Render`; with
+    ``keep=False`` the result keeps none of them: the caller writes each as it comes)."""
     env = os.environ if env is None else env
     settings = resolve_settings(path, config, env, overrides or {})
     documents = read_documents(path, settings, env, list(cli_values or []), stdin, template_stdin)
-    return render_documents(
-        documents, settings, default_namespace(settings, env), app=env.get("ARGOCD_APP_NAME")
-    )
+    return Render(documents, settings, default_namespace(settings, env), app=env.get("ARGOCD_APP_NAME"), keep=keep)
+
+
+def render_app(path: str, **options: Any) -> RenderResult:
+    """Render an app the way ``raygitops render`` does, every object kept in the result
+    (options: those of :func:`start_render` but ``keep``)."""
+    return start_render(path, **options).collect()

@@ -13,7 +13,7 @@ import json
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from raygitops import __version__, convert, strategy
 from raygitops.configrefs import CONFIGMAP, SECRET
@@ -89,6 +89,10 @@ class ClusterPlan:
             data["secrets"] = list(self.secrets)
         return data
 
+    def packed(self) -> "PackedCluster":
+        return PackedCluster(self.name, self.strategy, self.native, self.config_maps, self.secrets,
+                             _compact(self.to_json()))
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ClusterPlan":
         return cls(
@@ -106,6 +110,33 @@ class ClusterPlan:
             secret_config={str(k): str(v) for k, v in (data.get("secretHashes") or {}).items()},
             secrets=tuple(convert.string_list(data.get("secrets") or [])),
         )
+
+
+@dataclass(frozen=True)
+class PackedCluster:
+    """A ClusterPlan as render keeps it: its entry of the plan's JSON as compact text (the
+    templates as a string, not Python objects that share the app's documents: a render need
+    not hold the app), with the few fields render itself reads."""
+
+    name: str
+    strategy: str
+    native: bool
+    config_maps: tuple[str, ...]
+    secrets: tuple[str, ...]
+    text: str
+
+    def to_json(self) -> dict[str, Any]:
+        return json.loads(self.text)
+
+
+# one encoder for every call: json.dumps with options makes a new one each time, which is
+# most of the cost of a small cluster's entry
+_COMPACT = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+
+
+def _compact(data: Any) -> str:
+    """The plan's JSON form (its digest is over these bytes)."""
+    return _COMPACT.encode(data)
 
 
 def _contents(value: Any, what: str, sections: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -185,7 +216,8 @@ class Plan:
     # None: the namespace the hook runs in (rendered for Helm, which places namespace-less
     # objects in the release namespace without telling render which one)
     namespace: str | None
-    clusters: list[ClusterPlan] = field(default_factory=list)
+    # ClusterPlans when the hook reads a plan back; render makes it of PackedClusters
+    clusters: Sequence[ClusterPlan | PackedCluster] = field(default_factory=list)
     settings: HookSettings = field(default_factory=HookSettings)
     app: str | None = None
     # the template keys the desired hashes leave out (HashRules): the hook hashes live specs alike
@@ -196,7 +228,8 @@ class Plan:
     # it in the hook's own Secret (secrets_json), the hook reads it with --secrets
     secrets: dict[str, dict[str, Any]] = field(default_factory=dict, compare=False)
 
-    def to_json(self) -> dict[str, Any]:
+    def _fields(self) -> dict[str, Any]:
+        """Every field of the plan's JSON but ``clusters``."""
         data = {
             "apiVersion": PLAN_API_VERSION,
             "kind": PLAN_KIND,
@@ -206,14 +239,22 @@ class Plan:
             "namespace": self.namespace,
             "hashIgnore": list(self.hash_ignore),
             "settings": self.settings.to_json(),
-            "clusters": [c.to_json() for c in self.clusters],
         }
         if self.config_maps:
             data["configMaps"] = self.config_maps
         return data
 
+    def to_json(self) -> dict[str, Any]:
+        return {**self._fields(), "clusters": [c.to_json() for c in self.clusters]}
+
     def dumps(self) -> str:
-        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+        """``to_json()`` as compact JSON with sorted keys, made from each cluster's own text
+        (a PackedCluster is not parsed again)."""
+        data = self._fields()
+        before = _compact({k: v for k, v in data.items() if k < "clusters"})
+        after = _compact({k: v for k, v in data.items() if k > "clusters"})
+        texts = ",".join(c.text if isinstance(c, PackedCluster) else _compact(c.to_json()) for c in self.clusters)
+        return f'{before[:-1]},"clusters":[{texts}],{after[1:]}'
 
     def digest(self) -> str:
         """Short content hash: names a Flux hook Job, which must change when the plan does."""

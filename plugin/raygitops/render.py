@@ -2,12 +2,14 @@
 
 Pure: takes parsed documents and settings, returns the rendered objects and what it learnt
 about each RayCluster (the preview reuses that).  Mutates the documents' objects in place.
+Documents are taken one at a time (:class:`Render`), so a caller that writes each object
+out as it comes never holds the whole app.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from raygitops import configrefs, crdschema, native, strategy
 from raygitops.errors import RaygitopsError, printable
@@ -24,7 +26,7 @@ from raygitops.hookresources import LABELS as HOOK_LABELS
 from raygitops.hookresources import hook_resources
 from raygitops.k8snames import object_problem
 from raygitops.objmeta import annotations, set_annotation
-from raygitops.plan import ClusterPlan, HookSettings, Plan
+from raygitops.plan import ClusterPlan, HookSettings, PackedCluster, Plan
 from raygitops.settings import Settings
 from raygitops.yamlio import Document
 
@@ -73,10 +75,11 @@ def _write_hashes(spec: dict[str, Any], hashes: GroupHashes) -> None:
         stamp_group(group, hashes.workers[group["groupName"]])
 
 
-def _stamp_config(obj: dict[str, Any], spec: dict[str, Any], objects: dict[tuple[str, str], dict[str, Any]]
-                  ) -> tuple[dict[str, dict[str, str]], list[configrefs.GroupConfig]]:
+def _stamp_config(obj: dict[str, Any], spec: dict[str, Any], configs: ConfigIndex | None, namespace: str | None
+                  ) -> tuple[dict[str, dict[str, str]], list[configrefs.GroupConfig], dict[tuple[str, str], dict[str, Any]]]:
     """Stamp each group template with its config hashes (or remove stale ones); the hashes
-    by kind and group key, and each group's config (tracked and untracked references)."""
+    by kind and group key, each group's config (tracked and untracked references), and the
+    ConfigMaps and Secrets of its namespace (none when ``configs`` is None: not tracked)."""
     track = annotations(obj).get(configrefs.TRACK_ANNOTATION, "true")
     if not isinstance(track, str):
         raise RaygitopsError(f"annotation {configrefs.TRACK_ANNOTATION}: is {type(track).__name__} "
@@ -84,10 +87,10 @@ def _stamp_config(obj: dict[str, Any], spec: dict[str, Any], objects: dict[tuple
     if track not in ("true", "false"):
         raise RaygitopsError(f"annotation {configrefs.TRACK_ANNOTATION}: {printable(repr(track))[:60]} "
                              "is not true or false")
-    if track == "false":
-        objects = {}
     groups = [("head", spec["headGroupSpec"])] + [(f"worker:{g['groupName']}", g)
                                                   for g in spec.get("workerGroupSpecs") or []]
+    objects = {} if configs is None or track == "false" else configs.objects(
+        namespace, [ref for _, group in groups for ref in configrefs.references(group.get("template"))])
     hashes: dict[str, dict[str, str]] = {kind: {} for kind in configrefs.HASH_ANNOTATIONS}
     found = []
     for key, group in groups:
@@ -100,7 +103,7 @@ def _stamp_config(obj: dict[str, Any], spec: dict[str, Any], objects: dict[tuple
             if kind in config.hashes:
                 stamp_group(group, config.hashes[kind], annotation)
                 hashes[kind][key] = config.hashes[kind]
-    return hashes, found
+    return hashes, found, objects
 
 
 def _check_object(doc: Document) -> tuple[str, str, str]:
@@ -163,8 +166,8 @@ def _check_schema(spec: dict[str, Any], kuberay_version: str | None) -> list[str
     return found.warnings
 
 
-def _render_cluster(doc: Document, namespace: str | None, settings: Settings,
-                    objects: dict[tuple[str, str], dict[str, Any]]) -> tuple[RenderedCluster, list[str]]:
+def _render_cluster(doc: Document, namespace: str | None, settings: Settings, rules: HashRules,
+                    configs: ConfigIndex) -> tuple[RenderedCluster, list[str]]:
     """The rendered cluster and the warnings about it."""
     obj = doc.obj
     if "name" not in obj["metadata"]:
@@ -177,12 +180,11 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings,
     elif "upgradeStrategy" in spec:
         _check_operator_knows_upgrade_strategy(settings.kuberay_version)
     warnings = _check_schema(spec, settings.kuberay_version) if settings.validate_schema else []
-    rules = HashRules(tuple(settings.hash_ignore))
     hashes = hash_spec(shaping, rules)
     _write_hashes(spec, hashes)
     # A spec that keeps KubeRay's own Recreate is not config-hashed: the operator hashes the
     # template annotations, so adding one would restart the pods once after an upgrade.
-    config, found = _stamp_config(obj, spec, {} if strategy.native_recreate(obj) else objects)
+    config, found, objects = _stamp_config(obj, spec, None if strategy.native_recreate(obj) else configs, namespace)
     # The plan carries the stamped templates: the hook's resume patch writes them, and pods
     # created right after it must already carry their hash.
     shaping = pod_shaping_spec(spec)
@@ -208,49 +210,106 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings,
                            {ref: configrefs.content(objects[ref]) for c in found for ref in c.tracked}), warnings
 
 
-def _config_objects(documents: list[Document],
-                    default_namespace: str | None) -> dict[str | None, dict[tuple[str, str], dict]]:
-    """The app's ConfigMaps and Secrets by namespace and (kind, name) (a pre-pass: a
-    RayCluster may come first)."""
-    out: dict[str | None, dict[tuple[str, str], dict]] = {}
-    for doc in documents:
+CONFIG_KINDS = (configrefs.CONFIGMAP, configrefs.SECRET)
+
+
+def _config_kind(obj: Any) -> str | None:
+    """ConfigMap or Secret if ``obj`` is a named one, else None."""
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if isinstance(meta, dict) and obj.get("apiVersion") == "v1" and isinstance(meta.get("name"), str) \
+            and obj.get("kind") in CONFIG_KINDS:
+        return obj["kind"]
+    return None
+
+
+class ConfigIndex:
+    """The app's ConfigMaps and Secrets by namespace and ``(kind, name)``, learnt as the
+    documents go past.  A RayCluster may read one that comes later in the app, or that is
+    not in it: the first such reference reads the app once more for them (so render never
+    needs every document in memory at once); documents read from text then parse only those
+    that may hold one (:func:`raygitops.yamlio.documents_holding`)."""
+
+    def __init__(self, documents: Iterable[Document], default_namespace: str | None) -> None:
+        self._documents = documents
+        self._default_namespace = default_namespace
+        self._found: dict[str | None, dict[tuple[str, str], dict[str, Any]]] = {}
+        self._complete = False
+
+    def add(self, doc: Document) -> None:
+        """Take ``doc`` if it is a ConfigMap or a Secret (a broken Secret is an error)."""
         obj = doc.obj
-        meta = obj.get("metadata") if isinstance(obj, dict) else None
-        if isinstance(meta, dict) and obj.get("apiVersion") == "v1" and isinstance(meta.get("name"), str) \
-                and obj.get("kind") in (configrefs.CONFIGMAP, configrefs.SECRET):
-            problem = configrefs.secret_problem(obj) if obj["kind"] == configrefs.SECRET else None
+        kind = _config_kind(obj)
+        if kind is not None:
+            meta = obj["metadata"]
+            problem = configrefs.secret_problem(obj) if kind == configrefs.SECRET else None
             if problem:
                 raise RaygitopsError(f"Secret {printable(meta['name'])[:100]}: {printable(problem)}", doc.path, doc.line)
-            namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else default_namespace
-            out.setdefault(namespace, {})[obj["kind"], meta["name"]] = obj
-    return out
+            namespace = meta.get("namespace") if isinstance(meta.get("namespace"), str) else self._default_namespace
+            self._found.setdefault(namespace, {})[kind, meta["name"]] = obj
+
+    def objects(self, namespace: str | None, wanted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+        """The ConfigMaps and Secrets of ``namespace``, with each of ``wanted`` the app has."""
+        if not self._complete and not set(wanted) <= self._found.get(namespace, {}).keys():
+            # documents read from text parse again only those that may hold one
+            holding = getattr(self._documents, "holding", None)
+            for doc in holding(CONFIG_KINDS) if holding else self._documents:
+                if not _is_own_hook_object(doc.obj):
+                    self.add(doc)
+            self._complete = True
+        return self._found.get(namespace, {})
+
+    def payload(self, namespace: str | None, kind: str, name: str) -> dict[str, Any]:
+        return configrefs.payload(self._found[namespace][kind, name])
 
 
-def render_documents(
-    documents: list[Document], settings: Settings, default_namespace: str | None, app: str | None = None
-) -> RenderResult:
-    """Render parsed documents; raises RaygitopsError located at the offending document."""
-    if not documents:
-        raise RaygitopsError("the app has no documents: refusing to render an empty stream "
-                             "(Argo CD would prune every resource)")
-    result = RenderResult(default_namespace=default_namespace, settings=settings)
-    seen: dict[tuple[str, str, str, str], str] = {}
-    # raygitops' own hook objects in the input (a rendered stream rendered again) are made
-    # anew below: render is idempotent
-    documents = [d for d in documents if not _is_own_hook_object(d.obj)]
-    objects = _config_objects(documents, default_namespace)
-    for doc in documents:
+class Render:
+    """One render, document by document.  :meth:`objects` yields each app object as soon as
+    its document is rendered, then the hook objects; :attr:`result` is whole once they are
+    all taken.  With ``keep=False`` the result holds neither the objects nor the clusters
+    (only the plans and warnings): ``raygitops render`` streams an app this way, dumping each
+    object as it comes, so it holds one file's documents at a time.  Raises RaygitopsError
+    located at the offending document."""
+
+    def __init__(self, documents: Iterable[Document], settings: Settings, default_namespace: str | None,
+                 app: str | None = None, keep: bool = True) -> None:
+        self.result = RenderResult(default_namespace=default_namespace, settings=settings)
+        self._documents, self._settings, self._app, self._keep = documents, settings, app, keep
+        self._configs = ConfigIndex(documents, default_namespace)
+        self._rules = HashRules(tuple(settings.hash_ignore))
+        self._seen: dict[tuple[str, str, str, str], str] = {}
+        self._plans: list[tuple[str | None, PackedCluster]] = []  # (namespace, plan) of every cluster
+
+    def objects(self) -> Iterator[dict[str, Any]]:
+        empty = True
+        for doc in self._documents:
+            empty = False
+            # raygitops' own hook objects in the input (a rendered stream rendered again) are
+            # made anew below: render is idempotent
+            if not _is_own_hook_object(doc.obj):
+                self._configs.add(doc)
+                yield self._render(doc)
+        if empty:
+            raise RaygitopsError("the app has no documents: refusing to render an empty stream "
+                                 "(Argo CD would prune every resource)")
+        yield from self._hooks()
+
+    def collect(self) -> RenderResult:
+        """The result with every object in it."""
+        self.result.objects = list(self.objects())
+        return self.result
+
+    def _render(self, doc: Document) -> dict[str, Any]:
         group, kind, name = _check_object(doc)
         obj = doc.obj
-        namespace = obj.get("metadata", {}).get("namespace") or default_namespace
+        namespace = obj.get("metadata", {}).get("namespace") or self.result.default_namespace
         identity = (group, kind, namespace, name)
         where = f"{doc.path}:{doc.line}"
-        if identity in seen and "generateName" not in obj.get("metadata", {}):
+        if identity in self._seen and "generateName" not in obj.get("metadata", {}):
             raise RaygitopsError(
-                f"{kind} {namespace + '/' if namespace else ''}{name} is defined twice (first at {seen[identity]})",
+                f"{kind} {namespace + '/' if namespace else ''}{name} is defined twice (first at {self._seen[identity]})",
                 doc.path, doc.line,
             )
-        seen[identity] = where
+        self._seen[identity] = where
         try:
             strategy.check_no_hook_annotations(obj)
             if is_raycluster(obj):
@@ -259,49 +318,62 @@ def render_documents(
                 # for Helm it stays where Helm puts it, and so does the hook.
                 if namespace:
                     obj["metadata"].setdefault("namespace", namespace)
-                cluster, warnings = _render_cluster(doc, namespace, settings, objects.get(namespace, {}))
-                result.warnings += [f"{printable(where)}: {w}" for w in [*strategy.annotation_warnings(obj), *warnings]]
-                result.clusters.append(cluster)
+                cluster, warnings = _render_cluster(doc, namespace, self._settings, self._rules, self._configs)
+                self.result.warnings += [f"{printable(where)}: {w}"
+                                         for w in [*strategy.annotation_warnings(obj), *warnings]]
+                self._plans.append((namespace, cluster.plan.packed()))
+                if self._keep:
+                    self.result.clusters.append(cluster)
             elif group == "ray.io" and kind in strategy.EMBEDDED_SPEC:
                 strategy.check_embedded_opt_in(obj)
             _check_accepted(group, kind, obj)
         except RaygitopsError as err:
             raise err.located(doc.path, doc.line) from None
-        result.objects.append(obj)
-        result.sources.append(where)
+        if self._keep:
+            self.result.sources.append(where)
+        return obj
 
-    hook = HookSettings(
-        drain_grace_seconds=settings.drain_grace_seconds,
-        timeout_seconds=settings.timeout_seconds,
-        max_parallel=settings.max_parallel,
-        wait_ready=settings.wait_ready,
-    )
-    # A namespace gets the hook when a cluster opts in, or asks for the operator's own
-    # Recreate: the hook then recreates nothing there but checks it will work (the arming
-    # trap, a CRD that drops the field) and says so.
-    namespaces = sorted({c.namespace for c in result.clusters if strategy.opted_in(c.plan.strategy) or c.plan.native},
-                        key=lambda ns: ns or "")
-    if None in namespaces and len(namespaces) > 1:
-        # Helm would put both hooks in the release namespace if it is one of the named ones,
-        # and the second plan would replace the first.
-        raise RaygitopsError(
-            "--helm: some RayClusters name a namespace and some leave it to Helm "
-            f"({', '.join(c.name for c in result.clusters if c.namespace is None)}): "
-            "their hook objects could collide in the release namespace; give --namespace")
-    for ns in namespaces:
-        plan = Plan(
-            namespace=ns,
-            clusters=[c.plan for c in result.clusters if c.namespace == ns],
-            settings=hook,
-            app=app,
-            hash_ignore=tuple(settings.hash_ignore),
-            config_maps={name: configrefs.payload(objects[ns][configrefs.CONFIGMAP, name])
-                         for c in result.clusters if c.namespace == ns for name in c.plan.config_maps},
-            secrets={name: configrefs.payload(objects[ns][configrefs.SECRET, name])
-                     for c in result.clusters if c.namespace == ns for name in c.plan.secrets},
+    def _hooks(self) -> Iterator[dict[str, Any]]:
+        settings = self._settings
+        hook = HookSettings(
+            drain_grace_seconds=settings.drain_grace_seconds,
+            timeout_seconds=settings.timeout_seconds,
+            max_parallel=settings.max_parallel,
+            wait_ready=settings.wait_ready,
         )
-        result.plans.append(plan)
-        for hook_object in hook_resources(plan, settings):
-            _check_accepted(api_group(hook_object["apiVersion"]), hook_object["kind"], hook_object)
-            result.objects.append(hook_object)
-    return result
+        # A namespace gets the hook when a cluster opts in, or asks for the operator's own
+        # Recreate: the hook then recreates nothing there but checks it will work (the arming
+        # trap, a CRD that drops the field) and says so.
+        namespaces = sorted({ns for ns, c in self._plans if strategy.opted_in(c.strategy) or c.native},
+                            key=lambda ns: ns or "")
+        if None in namespaces and len(namespaces) > 1:
+            # Helm would put both hooks in the release namespace if it is one of the named ones,
+            # and the second plan would replace the first.
+            raise RaygitopsError(
+                "--helm: some RayClusters name a namespace and some leave it to Helm "
+                f"({', '.join(c.name for ns, c in self._plans if ns is None)}): "
+                "their hook objects could collide in the release namespace; give --namespace")
+        for ns in namespaces:
+            clusters = [c for cluster_ns, c in self._plans if cluster_ns == ns]
+            plan = Plan(
+                namespace=ns,
+                clusters=clusters,
+                settings=hook,
+                app=self._app,
+                hash_ignore=tuple(settings.hash_ignore),
+                config_maps={name: self._configs.payload(ns, configrefs.CONFIGMAP, name)
+                             for c in clusters for name in c.config_maps},
+                secrets={name: self._configs.payload(ns, configrefs.SECRET, name)
+                         for c in clusters for name in c.secrets},
+            )
+            self.result.plans.append(plan)
+            for hook_object in hook_resources(plan, settings):
+                _check_accepted(api_group(hook_object["apiVersion"]), hook_object["kind"], hook_object)
+                yield hook_object
+
+
+def render_documents(
+    documents: Iterable[Document], settings: Settings, default_namespace: str | None, app: str | None = None
+) -> RenderResult:
+    """Render parsed documents, every object kept in the result (:class:`Render`)."""
+    return Render(documents, settings, default_namespace, app).collect()

@@ -9,12 +9,12 @@ from __future__ import annotations
 import fnmatch
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from raygitops.errors import RaygitopsError, printable
 from raygitops.output import OUT_MARKER
 from raygitops.settings import CONFIG_NAMES, Settings, argocd_parameters
-from raygitops.yamlio import Document, decode, load_documents
+from raygitops.yamlio import Document, decode, documents_holding, load_documents
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 TEMPLATE_SUFFIX = ".j2"
@@ -175,10 +175,44 @@ def template_context(values: dict[str, Any], env: Mapping[str, str]) -> dict[str
     return {**values, "values": values, "argocd": argocd, "env": env_vars, "params": params}
 
 
+class AppDocuments:
+    """The documents of an app directory, in file order, parsed one file at a time as they
+    are iterated: a render holds one file's documents, not the app's.  Iterating again reads
+    the files again."""
+
+    def __init__(self, root: Path, app_dir: Path, shown_as: str, files: list[Path],
+                 context: Callable[[], dict[str, Any]]) -> None:
+        self._root, self._app_dir, self._shown_as, self._files = root, app_dir, shown_as, files
+        self._context = context
+        self._renderer: Any = None
+
+    def __iter__(self) -> Iterator[Document]:
+        for path in self._files:
+            yield from load_documents(*self._read(path))
+
+    def holding(self, words: tuple[str, ...]) -> Iterator[Document]:
+        """Only the documents in which a scalar may be one of ``words``, the others not
+        parsed (:func:`raygitops.yamlio.documents_holding`)."""
+        for path in self._files:
+            yield from documents_holding(*self._read(path), words)
+
+    def _read(self, path: Path) -> tuple[str, str]:
+        """The text of one file, templated if it is a template, and how it is shown."""
+        display = _display(self._app_dir, self._shown_as, path)
+        text = read_text(self._root, path, display)
+        if path.name.endswith(TEMPLATE_SUFFIX):
+            if self._renderer is None:
+                from raygitops.templating import TemplateRenderer
+
+                self._renderer = TemplateRenderer(self._root, self._context())
+            text = self._renderer.render(path, display)
+        return text, display
+
+
 def read_app(
     app_dir: Path, shown_as: str, settings: Settings, env: Mapping[str, str],
     cli_values: list[str],
-) -> list[Document]:
+) -> AppDocuments:
     """Every document of an app directory, templates rendered, in file order."""
     root = app_dir.resolve()
     values_files = [
@@ -191,16 +225,4 @@ def read_app(
     # Read now, templates or not: a values file that is missing or broken is an error even
     # where no template would read it (a typo in --values must not pass silently).
     values = load_values(values_files, settings.value_overrides, None)
-    renderer = None
-    documents: list[Document] = []
-    for path in files:
-        display = _display(app_dir, shown_as, path)
-        text = read_text(root, path, display)
-        if path.name.endswith(TEMPLATE_SUFFIX):
-            if renderer is None:
-                from raygitops.templating import TemplateRenderer
-
-                renderer = TemplateRenderer(root, template_context(values, env))
-            text = renderer.render(path, display)
-        documents.extend(load_documents(text, display))
-    return documents
+    return AppDocuments(root, app_dir, shown_as, files, lambda: template_context(values, env))

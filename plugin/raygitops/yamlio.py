@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Iterator, TextIO
+from typing import Any, Iterable, Iterator, TextIO
 
 import yaml
 
@@ -301,6 +301,59 @@ def load_documents(text: str, path: str) -> Iterator[Document]:
         loader.dispose()
 
 
+@dataclass(frozen=True)
+class TextDocuments:
+    """The documents of one text (stdin, a single file), parsed anew each time they are
+    iterated: a render holds the text and one document at a time, not every document."""
+
+    text: str
+    path: str
+
+    def __iter__(self) -> Iterator[Document]:
+        return load_documents(self.text, self.path)
+
+    def holding(self, words: tuple[str, ...]) -> Iterator[Document]:
+        """Only the documents in which a scalar may be one of ``words`` (:func:`documents_holding`)."""
+        return documents_holding(self.text, self.path, words)
+
+
+def may_spell(text: str, words: tuple[str, ...]) -> bool:
+    """Whether a scalar of the YAML or JSON ``text`` may be one of ``words``.  Both spell a
+    scalar's characters as themselves, but for backslash escapes (double quotes) and line
+    folding, which never joins two lines without a space or a line break; so a text that
+    holds neither a word nor a backslash has no scalar equal to one."""
+    return "\\" in text or any(word in text for word in words)
+
+
+# A document marker: at the start of a line, never inside a scalar (the parser refuses one there).
+_DOCUMENT_MARKER = re.compile(r"^(?:---|\.\.\.)(?=[ \t\r\n]|$)", re.MULTILINE)
+
+
+def documents_holding(text: str, path: str, words: tuple[str, ...]) -> Iterator[Document]:
+    """The documents of ``text`` in which a scalar may be one of ``words`` (:func:`may_spell`),
+    each parsed alone: the others are not parsed.  A text with directives (``%YAML``, ``%TAG``:
+    they belong to the document after them), or whose parts do not parse alone, is parsed
+    whole (and its errors are those of the whole)."""
+    if not may_spell(text, words):
+        return
+    if text.startswith("%") or "\n%" in text:
+        yield from load_documents(text, path)
+        return
+    starts = [0, *(m.start() for m in _DOCUMENT_MARKER.finditer(text) if m.start()), len(text)]
+    found: list[Document] = []
+    line = 0
+    try:
+        for start, end in zip(starts, starts[1:]):
+            part = text[start:end]
+            if may_spell(part, words):
+                found += [Document(d.obj, path, d.line + line) for d in load_documents(part, path)]
+            line += part.count("\n")
+    except RaygitopsError:
+        yield from load_documents(text, path)
+        return
+    yield from found
+
+
 def decode(data: bytes, path: str) -> str:
     """Decode UTF-8 (a BOM is allowed); a bad byte is an error naming its line."""
     try:
@@ -312,7 +365,7 @@ def decode(data: bytes, path: str) -> str:
         ) from None
 
 
-def dump_stream(objs: list[Any], stream: TextIO | None = None) -> str | None:
+def dump_stream(objs: Iterable[Any], stream: TextIO | None = None) -> str | None:
     """A YAML stream in document order; keys keep the order they were given.  Written to
     ``stream`` when given (nothing returned), else returned."""
     return yaml.dump_all(

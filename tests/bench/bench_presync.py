@@ -377,21 +377,44 @@ def cycle(plane: Any, hook: Hook, tmp: Path, repeats: int, workers: int) -> Figu
                         "operator, the script waits for its 2 s requeue before the pods go")
 
 
-def cpu_seconds(plane: Any) -> float:
-    """CPU seconds used so far by the control plane's processes (etcd, kube-apiserver, the
-    operator, kwok, ...) and by this process's finished children (the hook runs)."""
+def cpu_seconds(plane: Any) -> dict[str, float]:
+    """CPU seconds used so far by each of the control plane's processes (etcd,
+    kube-apiserver, the operator, kwok, ...) and, as "hook", by this process's finished
+    children (the hook runs)."""
     ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for component in plane.components.values():
+    used: dict[str, float] = {}
+    for name, component in plane.components.items():
         if component.proc is None:
             continue
         try:
             fields = Path(f"/proc/{component.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+        used[name] = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return total + children.ru_utime + children.ru_stime
+    used["hook"] = children.ru_utime + children.ru_stime
+    return used
+
+
+def cpu_used(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds per process between two :func:`cpu_seconds` (a process restarted
+    meanwhile counts from zero)."""
+    return {name: seconds - before.get(name, 0.0) if seconds >= before.get(name, 0.0) else seconds
+            for name, seconds in after.items()}
+
+
+def api_requests(plane: Any) -> dict[str, float]:
+    """The API server's request counts so far (its ``apiserver_request_total``) by verb and
+    resource[/subresource], from every client: the hook, the operator, kwok, the controllers."""
+    counts: dict[str, float] = {}
+    for line in plane.kubectl("get", "--raw", "/metrics").stdout.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(part.split("=", 1) for part in line[line.index("{") + 1:line.rindex("}")].split(","))
+        label = {k: v.strip('"') for k, v in labels.items()}
+        key = f"{label.get('verb')} {label.get('resource')}" + (f"/{label['subresource']}" if label.get("subresource") else "")
+        counts[key] = counts.get(key, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
 
 
 def parallel(plane: Any, hook: Hook, tmp: Path, clusters: int, repeats: int, today: float) -> Figure:
@@ -402,7 +425,7 @@ def parallel(plane: Any, hook: Hook, tmp: Path, clusters: int, repeats: int, tod
     old, new = spec(OLD, 1, node), spec(NEW, 1, node)
     settings = HookSettings(timeout_seconds=600, drain_grace_seconds=60, wait_ready=False, max_parallel=clusters)
     rounds = iter(range(10 ** 6))
-    cpu: dict[int, list[float]] = {clusters: [], 1: []}
+    cpu: dict[int, list[dict[str, float]]] = {clusters: [], 1: []}
 
     def recreate(count: int) -> float:
         r = next(rounds)
@@ -412,24 +435,35 @@ def parallel(plane: Any, hook: Hook, tmp: Path, clusters: int, repeats: int, tod
         settle(plane, ns, names, 2)
         p = tmp / f"par-{r}.json"
         p.write_text(plan_for(ns, names, new, settings).dumps())
+        requests_before = api_requests(plane)
         before = cpu_seconds(plane)
         report, wall, _ = hook.run([p], "--no-wait-ready")
-        cpu[count].append(cpu_seconds(plane) - before)
+        cpu[count].append(cpu_used(before, cpu_seconds(plane)))
+        made = {k: v - requests_before.get(k, 0.0) for k, v in api_requests(plane).items()}
         if report["summary"]["recreated"] != count:
             raise BenchmarkError(f"{count} at once: {report['summary']}")
         settle(plane, ns, names, 2)
-        print(f"   {count:>3} cluster(s): {wall:.2f}s, {cpu[count][-1]:.2f} CPU-s (control plane + hook)", flush=True)
+        used = cpu[count][-1]
+        print(f"   {count:>3} cluster(s): {wall:.2f}s, {sum(used.values()):.2f} CPU-s (" +
+              ", ".join(f"{name} {seconds:.2f}" for name, seconds in sorted(used.items(), key=lambda x: -x[1])) +
+              f"); {sum(made.values()):.0f} API requests (" +
+              ", ".join(f"{key} {n:.0f}" for key, n in sorted(made.items(), key=lambda x: -x[1]) if n >= count) +
+              ")", flush=True)
         return wall
 
     walls, floors = interleaved(lambda: recreate(clusters), lambda: recreate(1), repeats)
     plane.delete_namespace(ns)
     cores = os.cpu_count() or 1
-    many, one = statistics.median(cpu[clusters][-repeats:]), statistics.median(cpu[1][-repeats:])
+    many = {name: statistics.median(run.get(name, 0.0) for run in cpu[clusters][-repeats:]) for name in cpu[clusters][-1]}
+    total = statistics.median(sum(run.values()) for run in cpu[clusters][-repeats:])
+    parts = ", ".join(f"{name} {seconds:.1f}" for name, seconds in sorted(many.items(), key=lambda x: -x[1])
+                      if seconds >= 0.05)
     return Figure(f"{clusters} clusters drifted at once / one cluster (process, --max-parallel {clusters})", 1.5,
                   walls, floors, floor_name="the same hook, one drifted cluster", today=today,
-                  notes=f"CPU while the hook ran (control plane + hook): {many:.1f} s at once, {one:.2f} s for "
-                        f"one; on {cores} cores {clusters} at once cannot take less than {many / cores:.2f} s "
-                        f"({many / cores / statistics.median(floors):.1f}x the one-cluster wall)")
+                  notes=f"CPU while the hook ran: {total:.1f} s at once ({parts}), "
+                        f"{statistics.median(sum(run.values()) for run in cpu[1][-repeats:]):.2f} s for one; "
+                        f"on {cores} cores {clusters} at once cannot take less than {total / cores:.2f} s "
+                        f"({total / cores / statistics.median(floors):.1f}x the one-cluster wall)")
 
 
 class ReadyFloor:
