@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import json
-import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -120,7 +119,7 @@ def main() -> None:
 def render(path: str, values: tuple[str, ...], config: str | None, out_dir: str | None, fmt: str,
            template_stdin: bool, plan_dir: str | None, **overrides: Any) -> None:
     """Render an app (directory, file, or - for stdin) with template hashes and hooks."""
-    from raygitops.output import json_list, spooled_yaml_stream, write_out_dir
+    from raygitops.output import json_list, write_out_dir, write_yaml_stream
     from raygitops.pipeline import start_render
 
     if overrides.get("helm") and out_dir is not None:
@@ -133,9 +132,7 @@ def render(path: str, values: tuple[str, ...], config: str | None, out_dir: str 
     render = start_render(path, cli_values=list(values), config=config, overrides=overrides,
                           template_stdin=template_stdin, keep=not streamed)
     if streamed:
-        with spooled_yaml_stream(render.objects()) as spool:
-            _rendered(render.result, plan_dir)
-            shutil.copyfileobj(spool, sys.stdout)
+        write_yaml_stream(render.objects(), sys.stdout, before=lambda: _rendered(render.result, plan_dir))
         return
     result = render.collect()
     _rendered(result, plan_dir)

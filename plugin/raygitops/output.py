@@ -7,13 +7,12 @@ it is whole (a big app's stream, as large as the app, on disk rather than in mem
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
 from raygitops.errors import RaygitopsError
 from raygitops.plan import secrets_json
@@ -38,21 +37,16 @@ def yaml_stream(objects: Iterable[dict[str, Any]]) -> str:
     return dump_stream(objects)
 
 
-@contextlib.contextmanager
-def spooled_yaml_stream(objects: Iterable[dict[str, Any]]) -> Iterator[IO[str]]:
-    """The YAML stream of ``objects`` (dumped as they come: they may be made one at a time)
-    in a spool, read from its start; if making or dumping one fails, the error is raised and
-    the spool discarded.  A stream of up to :data:`SPOOL_IN_MEMORY` bytes never touches the
-    disk (a sidecar without a writable ``/tmp`` still renders ordinary apps)."""
+def write_yaml_stream(objects: Iterable[dict[str, Any]], out: TextIO, before: Callable[[], None] = lambda: None) -> None:
+    """The YAML stream of ``objects`` into ``out``, all of it or (when making or dumping one
+    fails) nothing: it is spooled as the objects come (they may be made one at a time), then
+    ``before`` runs (it may still fail), then the spool is copied.  A stream of up to
+    :data:`SPOOL_IN_MEMORY` bytes never touches the disk (a sidecar without a writable
+    ``/tmp`` still renders ordinary apps)."""
     with tempfile.SpooledTemporaryFile(SPOOL_IN_MEMORY, "w+", encoding="utf-8") as spool:
         dump_stream(objects, spool)
+        before()
         spool.seek(0)
-        yield spool
-
-
-def write_yaml_stream(objects: Iterable[dict[str, Any]], out: TextIO) -> None:
-    """The YAML stream into ``out``, all of it or (when dumping fails) nothing."""
-    with spooled_yaml_stream(objects) as spool:
         shutil.copyfileobj(spool, out)
 
 
