@@ -126,12 +126,12 @@ class GroupConfig:
     untracked: list[str] = field(default_factory=list)  # "Kind/name"
 
 
-def group_config(template: Any, objects: dict[tuple[str, str], dict[str, Any]]) -> GroupConfig:
-    """The config of one group template, given the app's ConfigMaps and Secrets of its
-    namespace by ``(kind, name)``."""
+def group_config(refs: Iterable[tuple[str, str]], objects: dict[tuple[str, str], dict[str, Any]]) -> GroupConfig:
+    """The config of one group template from its :func:`references`, given the app's
+    ConfigMaps and Secrets of its namespace by ``(kind, name)``."""
     out = GroupConfig()
     parts: dict[str, list[list[str]]] = {}
-    for kind, name in references(template):
+    for kind, name in refs:
         if (kind, name) in objects:
             out.tracked.append((kind, name))
             parts.setdefault(kind, []).append([kind, name, digest(objects[kind, name])])

@@ -7,6 +7,7 @@ nothing else (no traceback, no partial stdout).
 from __future__ import annotations
 
 import re
+from typing import Iterable
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -15,6 +16,14 @@ def printable(text: str) -> str:
     """``text`` fit for a one-line message: control characters escaped (file names may hold
     newlines)."""
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+def closest(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
+    """The choice ``word`` most likely misspells, if any is close enough (for "did you mean")."""
+    import difflib  # only when a message needs it: difflib is a millisecond of every start-up
+
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
+    return found[0] if found else None
 
 
 class RaygitopsError(Exception):

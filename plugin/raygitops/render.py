@@ -89,12 +89,13 @@ def _stamp_config(obj: dict[str, Any], spec: dict[str, Any], configs: ConfigInde
                              "is not true or false")
     groups = [("head", spec["headGroupSpec"])] + [(f"worker:{g['groupName']}", g)
                                                   for g in spec.get("workerGroupSpecs") or []]
+    refs = [configrefs.references(group.get("template")) for _, group in groups]
     objects = {} if configs is None or track == "false" else configs.objects(
-        namespace, [ref for _, group in groups for ref in configrefs.references(group.get("template"))])
+        namespace, [ref for group_refs in refs for ref in group_refs])
     hashes: dict[str, dict[str, str]] = {kind: {} for kind in configrefs.HASH_ANNOTATIONS}
     found = []
-    for key, group in groups:
-        config = configrefs.group_config(group.get("template"), objects)
+    for (key, group), group_refs in zip(groups, refs):
+        config = configrefs.group_config(group_refs, objects)
         found.append(config if track == "true" else configrefs.GroupConfig())
         meta = (group.get("template") or {}).get("metadata")
         for kind, annotation in configrefs.HASH_ANNOTATIONS.items():

@@ -5,11 +5,10 @@ Pure functions over one parsed object; they return decisions and never touch I/O
 
 from __future__ import annotations
 
-import difflib
 import re
 from typing import Any, Iterable
 
-from raygitops.errors import RaygitopsError, printable
+from raygitops.errors import RaygitopsError, closest, printable
 from raygitops.objmeta import annotations, labels, meta, set_annotation
 
 STRATEGY_ANNOTATION = "raygitops.dev/upgrade-strategy"
@@ -63,9 +62,8 @@ def opted_in(strategy: str) -> bool:
 def _did_you_mean(value: Any, choices: tuple[str, ...] = STRATEGIES) -> str:
     if not isinstance(value, str):
         return ""
-    match = [s for s in choices if s.lower() == value.strip().lower()] or \
-        difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
-    return f" (did you mean {match[0]}?)" if match else ""
+    match = next((s for s in choices if s.lower() == value.strip().lower()), None) or closest(value, choices)
+    return f" (did you mean {match}?)" if match else ""
 
 
 def cluster_strategy(obj: dict[str, Any], keep: bool = False) -> str:
@@ -152,8 +150,8 @@ def max_unavailable_by_group(obj: dict[str, Any], chosen: str, groups: Iterable[
             raise RaygitopsError(f"annotation {key}: {printable(repr(part.strip()))[:80]} is not "
                                  "<group>=<count or percentage> (e.g. \"gpu=1, cpu=50%\")")
         if name not in names:
-            close = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]}?)" if close else f" (its groups: {', '.join(names) or 'none'})"
+            close = closest(name, names)
+            hint = f" (did you mean {close}?)" if close else f" (its groups: {', '.join(names) or 'none'})"
             raise RaygitopsError(f"annotation {key}: {printable(repr(name))[:80]} is not a worker group of "
                                  f"this cluster{hint}")
         if name in out:
@@ -184,9 +182,9 @@ def annotation_warnings(obj: dict[str, Any]) -> list[str]:
     for key in annotations(obj):
         if not isinstance(key, str) or key in KNOWN_ANNOTATIONS or key in HOOK_OWNED_ANNOTATIONS:
             continue
-        close = difflib.get_close_matches(key, KNOWN_ANNOTATIONS, n=1, cutoff=0.8)
+        close = closest(key, KNOWN_ANNOTATIONS, cutoff=0.8)
         if key.startswith("raygitops.dev/") or close:
-            hint = f"did you mean {close[0]}?" if close else f"raygitops knows {STRATEGY_ANNOTATION}"
+            hint = f"did you mean {close}?" if close else f"raygitops knows {STRATEGY_ANNOTATION}"
             shown = printable(key if len(key) <= 120 else key[:117] + "...")  # one line, bounded
             out.append(f"metadata.annotations.{shown}: not a raygitops annotation ({hint}); it opts nothing in")
     return out

@@ -47,7 +47,46 @@ _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 
 
-class _StrictLoader(_Loader):  # type: ignore[misc, valid-type]
+# Scalar tags remembered per loader or dumper: enough for an app's repeated keys and values,
+# bounded so a dumper writing a whole app does not keep every distinct string.
+_MAX_REMEMBERED_TAGS = 4096
+
+
+class _RememberedTags:
+    """Tag resolution remembered per scalar text.
+
+    libyaml's composer and emitter ask the Python resolver for the tag of every scalar (the
+    emitter twice): PyYAML's own matches the implicit-type regular expressions each time,
+    about a fifth of a render.  Manifests repeat their keys and most values, so the tag is
+    remembered by text.  The safe loader and dumper have no path resolvers, so a scalar's
+    tag depends on its text alone: the regular expressions' match, else ``str``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tags: dict[str, str] = {}
+
+    def resolve(self, kind: type, value: Any, implicit: tuple[bool, bool]) -> str:
+        if kind is yaml.ScalarNode:
+            if not implicit[0]:
+                return _STR_TAG
+            tags = self._tags
+            tag = tags.get(value)
+            if tag is None:
+                if len(tags) >= _MAX_REMEMBERED_TAGS:
+                    tags.clear()
+                tag = tags[value] = super().resolve(kind, value, implicit)  # type: ignore[misc]
+            return tag
+        return _MAP_TAG if kind is yaml.MappingNode else _SEQ_TAG
+
+    def descend_resolver(self, current_node: Any, current_index: Any) -> None:
+        """No path resolvers: nothing to track."""
+
+    def ascend_resolver(self) -> None:
+        """No path resolvers: nothing to track."""
+
+
+class _StrictLoader(_RememberedTags, _Loader):  # type: ignore[misc, valid-type]
     """Safe loader that rejects duplicate mapping keys.
 
     A key that overrides one brought in by a ``<<`` merge key is not a duplicate (that is
@@ -106,7 +145,7 @@ class _StrictLoader(_Loader):  # type: ignore[misc, valid-type]
         return mapping
 
 
-class _BlockDumper(_Dumper):  # type: ignore[misc, valid-type]
+class _BlockDumper(_RememberedTags, _Dumper):  # type: ignore[misc, valid-type]
     """The safe dumper, block style only, without anchors, faster.
 
     Strings, dicts and lists become the nodes the safe representer makes for them (with

@@ -55,16 +55,16 @@ def _maps(**objs: dict) -> dict:
 
 def test_group_config_hashes_the_apps_configmaps_and_names_the_rest():
     maps = _maps(settings={"data": {"a": "1"}}, files={"binaryData": {"b": "AA=="}})
-    config = configrefs.group_config(TEMPLATE, maps)
+    config = configrefs.group_config(configrefs.references(TEMPLATE), maps)
     assert config.tracked == [("ConfigMap", "files"), ("ConfigMap", "settings")]
     assert list(config.hashes) == ["ConfigMap"] and config.hashes["ConfigMap"].startswith("c1-")
     assert config.untracked == ["ConfigMap/init", "ConfigMap/proj", "Secret/creds", "Secret/ps", "Secret/tls",
                                 "Secret/token"]
-    changed = configrefs.group_config(TEMPLATE, {**maps, **_maps(settings={"data": {"a": "2"}})})
+    changed = configrefs.group_config(configrefs.references(TEMPLATE), {**maps, **_maps(settings={"data": {"a": "2"}})})
     assert changed.hashes != config.hashes
-    same = configrefs.group_config(TEMPLATE, {**maps, **_maps(settings={"data": {"a": "1"}, "metadata": {"labels": {}}})})
+    same = configrefs.group_config(configrefs.references(TEMPLATE), {**maps, **_maps(settings={"data": {"a": "1"}, "metadata": {"labels": {}}})})
     assert same.hashes == config.hashes  # only data and binaryData reach a pod
-    assert configrefs.group_config({"spec": {}}, maps).hashes == {}
+    assert configrefs.group_config(configrefs.references({"spec": {}}), maps).hashes == {}
 
 
 def test_changed_keys():
@@ -242,11 +242,11 @@ def test_secrets_hash_apart_from_configmaps():
     """A change to a Secret moves the group's s1 hash only; a group reading no Secret of the
     app has none (so a pod stamped before Secrets were tracked keeps its c1 hash valid)."""
     objs = {**_maps(settings={"data": {"a": "1"}}), ("Secret", "creds"): {"kind": "Secret", "data": {"p": "MQ=="}}}
-    config = configrefs.group_config(TEMPLATE, objs)
+    config = configrefs.group_config(configrefs.references(TEMPLATE), objs)
     assert config.hashes["ConfigMap"].startswith("c1-") and config.hashes["Secret"].startswith("s1-")
-    changed = configrefs.group_config(TEMPLATE, {**objs, ("Secret", "creds"): {"kind": "Secret", "data": {"p": "Mg=="}}})
+    changed = configrefs.group_config(configrefs.references(TEMPLATE), {**objs, ("Secret", "creds"): {"kind": "Secret", "data": {"p": "Mg=="}}})
     assert changed.hashes["ConfigMap"] == config.hashes["ConfigMap"] != config.hashes["Secret"] != changed.hashes["Secret"]
-    without = configrefs.group_config(TEMPLATE, _maps(settings={"data": {"a": "1"}}))
+    without = configrefs.group_config(configrefs.references(TEMPLATE), _maps(settings={"data": {"a": "1"}}))
     assert without.hashes == {"ConfigMap": config.hashes["ConfigMap"]}
 
 

@@ -1,4 +1,5 @@
-"""The YAML fast paths (yamlio: strings taken from their nodes when loading, the block dumper)
+"""The YAML fast paths (yamlio: strings taken from their nodes when loading, the block dumper,
+scalar tags remembered by text)
 give exactly what PyYAML's own safe loader and dumper give: same objects, same bytes.
 
 Why they exist: render must stay within 1.15x of a plain libyaml load + dump
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raygitops.errors import RaygitopsError
+from raygitops import yamlio
 from raygitops.yamlio import dump, dump_stream, load_documents
 from sharedpaths import corpus_files
 
@@ -83,3 +85,19 @@ def test_repeated_strings_are_one_object():
     (ka, va), (kb, vb) = next(iter(a.items())), next(iter(b.items()))
     assert ka is kb and va is vb
 
+
+
+def test_remembered_tags_stay_bounded_and_right_after_they_are_forgotten(monkeypatch):
+    """The loader and the dumper remember each scalar's tag by its text, at most
+    _MAX_REMEMBERED_TAGS of them: past the bound they start again, with the same tags."""
+    monkeypatch.setattr(yamlio, "_MAX_REMEMBERED_TAGS", 5)
+    docs = [{f"k{i}": f"v{i}" for i in range(20)} | {"a": "yes", "b": "1", "c": "null", "d": "~", "e": 2, "f": True}]
+    text = dump_stream(docs)
+    assert text == yaml.dump_all(docs, Dumper=yaml.CSafeDumper, explicit_start=True, **KW)
+    assert repr(ours(text)) == repr(library_load(text)) == repr(docs)
+    loader = yamlio._StrictLoader(text)
+    try:
+        loader.get_single_node()
+        assert 0 < len(loader._tags) <= 5
+    finally:
+        loader.dispose()
