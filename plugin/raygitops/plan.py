@@ -89,9 +89,13 @@ class ClusterPlan:
             data["secrets"] = list(self.secrets)
         return data
 
+    @property
+    def text(self) -> str:
+        """Its entry of the plan's JSON (:meth:`Plan.dumps`)."""
+        return _compact(self.to_json())
+
     def packed(self) -> "PackedCluster":
-        return PackedCluster(self.name, self.strategy, self.native, self.config_maps, self.secrets,
-                             _compact(self.to_json()))
+        return PackedCluster(self.name, self.strategy, self.native, self.config_maps, self.secrets, self.text)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ClusterPlan":
@@ -249,11 +253,11 @@ class Plan:
 
     def dumps(self) -> str:
         """``to_json()`` as compact JSON with sorted keys, made from each cluster's own text
-        (a PackedCluster is not parsed again)."""
+        (a PackedCluster's is kept, not parsed again)."""
         data = self._fields()
         before = _compact({k: v for k, v in data.items() if k < "clusters"})
         after = _compact({k: v for k, v in data.items() if k > "clusters"})
-        texts = ",".join(c.text if isinstance(c, PackedCluster) else _compact(c.to_json()) for c in self.clusters)
+        texts = ",".join(c.text for c in self.clusters)
         return f'{before[:-1]},"clusters":[{texts}],{after[1:]}'
 
     def digest(self) -> str:
