@@ -240,21 +240,14 @@ def test_first_sync_creates_the_cluster_and_the_hook_finds_nothing_to_do(deploye
     assert report["summary"]["skipped"] == 1 and "absent" in report["clusters"][0]["reason"], report
 
 
-def slow_shutdown(cluster: dict[str, Any], seconds: str = "3s") -> dict[str, Any]:
-    """``cluster`` with pods that take ``seconds`` to shut down, as real ones do (kwok honours
-    the annotation): the recreate lasts long enough for the health sampler (every 0.5 s) to
-    see it.  With pods that go at once, Argo CD showed Progressing for under a second, and 2
-    of 6 runs saw none."""
-    for group in [cluster["spec"]["headGroupSpec"], *cluster["spec"]["workerGroupSpecs"]]:
-        group["template"].setdefault("metadata", {}).setdefault("annotations", {})[controlplane.TERMINATE_AFTER] = seconds
-    return cluster
-
-
 def test_image_change_recreates_through_argocd(deployed: Deployed):
-    before = deployed.start(slow_shutdown(raycluster(replicas=2)))
+    # Pods that take 3 s to shut down, as real ones do: the recreate lasts long enough for the
+    # health sampler (every 0.5 s) to see it. With pods that go at once, Argo CD showed
+    # Progressing for under a second, and 2 of 6 runs saw none.
+    before = deployed.start(raycluster(replicas=2, shutdown="3s"))
     old = desired_hashes(before)
     deployed.plane.wait_for(lambda: len(deployed.pods()) == 3, timeout=60, message="3 pods")
-    revision = deployed.push(slow_shutdown(raycluster(replicas=2, image="rayproject/ray:2.42.0")), "new image")
+    revision = deployed.push(raycluster(replicas=2, image="rayproject/ray:2.42.0", shutdown="3s"), "new image")
     with Recorder(deployed) as recorder:
         t0 = time.monotonic()
         app = deployed.sync(revision)

@@ -22,6 +22,8 @@ from typing import Any
 import pytest
 import yaml
 
+from controlplane import TERMINATE_AFTER
+
 HASH = "raygitops.dev/template-hash"
 LOCK = "raygitops.dev/recreate"
 LAST = "raygitops.dev/last-recreate"
@@ -32,7 +34,10 @@ pytestmark = pytest.mark.e2e
 
 def raycluster(name: str = "demo", image: str = "rayproject/ray:2.41.0", replicas: int = 2,
                strategy: str | None = "Recreate", suspend: bool | None = None,
-               labels: dict[str, str] | None = None, node_name: str | None = None) -> dict[str, Any]:
+               labels: dict[str, str] | None = None, node_name: str | None = None,
+               shutdown: str | None = None) -> dict[str, Any]:
+    """``shutdown``: how long its pods take to terminate once deleted (``"3s"``; kwok honours
+    :data:`controlplane.TERMINATE_AFTER`), as real pods do; by default they go at once."""
     def pod(container: str) -> dict[str, Any]:
         spec: dict[str, Any] = {"containers": [{
             "name": container, "image": image,
@@ -42,7 +47,10 @@ def raycluster(name: str = "demo", image: str = "rayproject/ray:2.41.0", replica
         }]}
         if node_name:
             spec["nodeName"] = node_name
-        return {"spec": spec}
+        template: dict[str, Any] = {"spec": spec}
+        if shutdown:
+            template["metadata"] = {"annotations": {TERMINATE_AFTER: shutdown}}
+        return template
 
     obj: dict[str, Any] = {
         "apiVersion": "ray.io/v1", "kind": "RayCluster",
