@@ -260,6 +260,30 @@ def test_the_operator_is_prompted_along_suspend_and_resume(csa_app: App):
     csa_app.wait_pods(hashes=desired_hashes(rendered(objs)))
 
 
+def test_a_cluster_deleted_while_the_hook_watches_the_operator(csa_app: App):
+    """The hook follows the operator's suspend with a watch on the cluster; deleted in the
+    meantime, the cluster is reported deleted (nothing to recreate: the sync creates it from
+    Git), and the run still ends, exit 0, well inside the prompt's own time."""
+    app = csa_app
+    _start(app)
+    app.write(raycluster(image="rayproject/ray:2.42.0"))
+    _, _, plan = app.render()
+    proc = _spawn(app, plan, {"RAYGITOPS_TEST_PAUSE_AT": "suspended", "RAYGITOPS_TEST_PAUSE_SECONDS": "2"})
+    try:
+        app.plane.wait_for(lambda: app.cluster()["spec"].get("suspend") is True, timeout=60, interval=0.05,
+                           message="suspended by the hook")
+        app.plane.kubectl("delete", "raycluster", "demo", "-n", app.ns, "--wait=false")
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 0, err
+    report = json.loads(out)
+    assert report["summary"]["skipped"] == 1 and not report["failed"], err
+    assert report["clusters"][0]["message"] == "the RayCluster was deleted", report
+    assert app.events("RecreateCompleted") == [] and app.events("Resumed") == []
+
+
 @pytest.mark.parametrize("case", ["replicas-only", "no-opt-in", "rayjob-owner-reference", "rayjob-label",
                                   "desired-suspended"])
 def test_no_pod_deleted(csa_app: App, case: str):

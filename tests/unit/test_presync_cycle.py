@@ -13,7 +13,7 @@ from raygitops.hashing import HASH_ANNOTATION
 from raygitops.plan import Plan
 from raygitops.presync import cycle, drift, prompt
 from raygitops.presync import lock as locks
-from raygitops.presync.kubeapi import ApiError, Gone
+from raygitops.presync.kubeapi import ApiError, Gone, NotFound, StreamBroken
 from raygitops.presync.logs import Log
 from raygitops.presync.run import RunOptions, run
 
@@ -459,20 +459,122 @@ def test_an_operator_without_suspend_conditions_is_not_polled():
     assert len([p for _, p in kube.patches if "spec" not in p]) == 2  # the lock and the unlock, no renewal
 
 
+def _two_step_cluster(kube: FakeKube) -> list[str]:
+    live = kube.add_cluster("demo", stamped(OLD))
+    live["status"] = {"conditions": [_condition(prompt.SUSPENDING, False), _condition(prompt.SUSPENDED, False)]}
+    return two_step_operator(kube)
+
+
+def _failing_watches(kube: FakeKube, failures: list[Exception | None]) -> None:
+    """kube.watch_cluster raises the next of ``failures`` (None: a real stream) at its first read."""
+    real = kube.watch_cluster
+
+    def watch_cluster(*args):
+        failure = failures.pop(0) if failures else None
+        if failure is not None:
+            kube._count("watch")
+            raise failure
+        yield from real(*args)
+
+    kube.watch_cluster = watch_cluster
+
+
+def test_the_prompt_reads_the_operator_from_a_watch_not_from_polls():
+    kube = FakeKube()
+    steps = _two_step_cluster(kube)
+    report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=30)
+    assert report.counts()["recreated"] == 1, lines
+    assert steps[-1] == "pods created"
+    # one watch per wait (suspend taken in, suspend done, resume taken in); the GETs are the
+    # run's own (its first read, the drain's lease checks), none per status change
+    assert kube.by_verb["watch"] >= 3 and kube.by_verb.get("get", 0) <= 3, kube.by_verb
+
+
+@pytest.mark.parametrize("failure", [Gone(410, "Expired", "too old resource version"),
+                                     StreamBroken(0, "StreamBroken", "watch stream dropped")])
+def test_the_prompt_reads_again_after_a_410_or_a_dropped_watch(failure):
+    kube = FakeKube()
+    steps = _two_step_cluster(kube)
+    _failing_watches(kube, [failure, failure])
+    report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=30)
+    assert report.counts()["recreated"] == 1, lines
+    assert sum(l["step"] == "watch" and "reading the RayCluster again" in l["msg"] for l in lines) == 2
+    # still prompted at every step: no drain-grace deletion, the resume after the suspend finished
+    assert steps == ["suspending", "pods deleted", "suspended", "resume written while RayClusterSuspended",
+                     "resuming", "pods created"]
+    assert kube.by_verb.get("delete", 0) == 0
+
+
+def test_a_watch_that_keeps_dropping_ends_the_prompting_not_the_cycle():
+    kube = FakeKube()
+    _two_step_cluster(kube)
+    broken = StreamBroken(0, "StreamBroken", "watch stream dropped")
+    _failing_watches(kube, [broken] * (cycle.MAX_WATCH_RESTARTS + 1))
+    report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=1)
+    assert report.counts()["recreated"] == 1, lines
+    assert any(l["step"] == "prompt" and "cannot prompt" in l["msg"] for l in lines)
+    assert sum(l["step"] == "watch" for l in lines) == cycle.MAX_WATCH_RESTARTS
+    assert kube.by_verb.get("delete", 0) >= 1  # unprompted, this operator left the pods: the drain grace did
+
+
+@pytest.mark.parametrize("when", ["seen-by-the-watch", "at-the-lease-renewal", "before-the-resume"])
+def test_a_cluster_deleted_while_the_operator_is_prompted_is_reported_gone(when):
+    """Deleted while the hook follows the operator: reported deleted, never a failure (and
+    never a resume or a lock write on a cluster that is not there)."""
+    kube = FakeKube()
+    live = kube.add_cluster("demo", stamped(OLD))
+    live["status"] = {"conditions": [_condition(prompt.SUSPENDING, False), _condition(prompt.SUSPENDED, False)]}
+    patch = kube.patch_cluster
+
+    def status(suspending: bool, suspended: bool) -> None:
+        with kube.lock:
+            obj = kube.clusters[(NS, "demo")]
+            obj["status"] = {"conditions": [_condition(prompt.SUSPENDING, suspending),
+                                            _condition(prompt.SUSPENDED, suspended)]}
+            kube._bump(obj)
+
+    def operate(obj):  # an operator stand-in: the status after a suspend, then the deletion
+        if obj["spec"].get("suspend") is not True:
+            return
+        if when == "seen-by-the-watch":
+            threading.Timer(0.05, kube.clusters.pop, args=((NS, "demo"),)).start()
+        else:  # suspending: the hook renews its lease, drains, and waits for "suspended"
+            threading.Timer(0.05, status, args=(True, False)).start()
+
+    def patch_cluster(namespace, name, body):
+        if when == "at-the-lease-renewal" and "spec" not in body and kube.clusters[(NS, "demo")]["spec"].get("suspend"):
+            kube.clusters.pop((NS, "demo"))
+            raise NotFound(404, "NotFound", "rayclusters.ray.io \"demo\" not found")
+        return patch(namespace, name, body)
+
+    def list_pods(namespace, selector):
+        if when == "before-the-resume" and kube.clusters[(NS, "demo")]["spec"].get("suspend"):
+            threading.Timer(0.05, kube.clusters.pop, args=((NS, "demo"),)).start()
+            return [], "1"  # the drain's read: no pod left; the wait before the resume sees it deleted
+        return pods(namespace, selector)
+
+    pods = kube.list_pods
+    kube._operate, kube.patch_cluster, kube.list_pods = operate, patch_cluster, list_pods
+    report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=30)
+    assert report.counts()["skipped"] == 1 and not report.failed, lines
+    assert [o.message for o in report.outcomes.values()] == ["the RayCluster was deleted"]
+    assert not any(l["step"] == "resume" for l in lines), lines
+
+
 def test_prompting_is_best_effort():
     kube = FakeKube()
     live = kube.add_cluster("demo", stamped(OLD))
     live["status"] = {"conditions": [_condition(prompt.SUSPENDING, False), _condition(prompt.SUSPENDED, False)]}
-    real = kube.get_cluster
+    real = kube.watch_cluster
     calls = {"n": 0}
 
-    def get_cluster(namespace, name):
+    def watch_cluster(*args):
         calls["n"] += 1
-        if calls["n"] == 2:  # the first read of the prompt, right after the suspend
+        if calls["n"] == 1:  # the first watch of the prompt, right after the suspend
             raise ApiError(500, "InternalError", "etcd leader changed")
-        return real(namespace, name)
+        return real(*args)
 
-    kube.get_cluster = get_cluster
+    kube.watch_cluster = watch_cluster
     two_step_operator(kube)
     report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=1)
     assert report.counts()["recreated"] == 1, lines

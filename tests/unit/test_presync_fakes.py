@@ -12,6 +12,7 @@ import copy
 import itertools
 import queue
 import threading
+import time
 import uuid
 from typing import Any
 
@@ -217,6 +218,25 @@ class FakeKube:
         with self.lock:
             obj = self.clusters.get((namespace, name))
             return copy.deepcopy(obj) if obj else None
+
+    def watch_cluster(self, namespace: str, name: str, resource_version: str, timeout_seconds: int):
+        """Each version of the cluster newer than ``resource_version`` (the fake changes
+        clusters in place, so the stream looks every millisecond; a real watch also sends the
+        versions in between, which the hook reads the same way), then DELETED once it is gone."""
+        self._count("watch")
+        seen = int(resource_version or 0)
+        end = time.monotonic() + timeout_seconds
+        while time.monotonic() < end:
+            with self.lock:
+                obj = self.clusters.get((namespace, name))
+                version = copy.deepcopy(obj) if obj is not None else None
+            if version is None:
+                yield "DELETED", {"metadata": {"name": name, "namespace": namespace}}
+                return
+            if int(version["metadata"]["resourceVersion"]) > seen:
+                seen = int(version["metadata"]["resourceVersion"])
+                yield "MODIFIED", version
+            time.sleep(0.001)
 
     def knows_upgrade_strategy(self, namespace: str, name: str) -> bool:
         self._count("dry-run")

@@ -141,6 +141,16 @@ def test_watch_stream_and_410(kube_for):
         list(kube.watch_pods("ray", "ray.io/cluster=demo", "1", 5))
 
 
+def test_a_cluster_is_watched_by_name(kube_for):
+    changed = [{"type": "MODIFIED", "object": {"metadata": {"name": "demo", "resourceVersion": "9"}}}]
+    kube, script = kube_for([(200, {}, changed)])
+    assert list(kube.watch_cluster("ray", "demo", "8", 3)) == [("MODIFIED", changed[0]["object"])]
+    path = script.seen[0][1]
+    assert path.startswith("/apis/ray.io/v1/namespaces/ray/rayclusters?")
+    assert "fieldSelector=metadata.name%3Ddemo" in path and "resourceVersion=8" in path
+    assert "watch=1" in path and "timeoutSeconds=3" in path and kube.by_verb == {"watch": 1}
+
+
 def test_event_post(kube_for):
     kube, script = kube_for([(201, {}, {})])
     kube.create_event("ray", {"kind": "Event"})

@@ -38,13 +38,6 @@ def test_the_operator_has_work_unless_suspended_as_meant():
     assert prompt.SUSPEND_DONE < prompt.SUSPEND_TAKEN_IN and prompt.RUNNING in prompt.RESUME_TAKEN_IN
 
 
-def test_poll_delays_start_short_and_stay_within_the_operators_requeue():
-    delays = list(prompt.poll_delays())
-    assert delays[0] == prompt.FIRST_POLL_SECONDS and max(delays) == prompt.MAX_POLL_SECONDS
-    assert prompt.PROMPT_SECONDS - prompt.MAX_POLL_SECONDS < sum(delays) <= prompt.PROMPT_SECONDS
-    assert sum(delays[:4]) < 0.35  # four reads in the first third of a second
-
-
 def test_waiting_delays_double_up_to_their_cap_without_end():
     from itertools import islice
 

@@ -36,9 +36,11 @@ cycle instead of an endless loop); a stop request (SIGTERM/SIGINT) is seen withi
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import threading
 import time
+from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -47,7 +49,7 @@ from raygitops.plan import ClusterPlan
 from raygitops.presync import configlive, drain, drift, events, patches, polling, prompt, replace
 from raygitops.presync.budget import Budget
 from raygitops.presync import lock as locks
-from raygitops.presync.kubeapi import ApiError, Conflict
+from raygitops.presync.kubeapi import ApiError, Conflict, Gone, NotFound, StreamBroken
 from raygitops.presync.logs import Log
 from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE
 
@@ -75,6 +77,7 @@ DEFERRED = "deferred"
 PAUSE_ENV = "RAYGITOPS_TEST_PAUSE_AT"
 MAX_CONFLICTS = 50
 MAX_SUSPEND_WRITES = 3
+MAX_WATCH_RESTARTS = 3  # a RayCluster watch read again after a 410 or a drop, per wait
 POLL_SECONDS = 1.0  # the longest sleep between two reads while waiting (polling.delays)
 FIRST_POLL_SECONDS = 0.1  # the first: new pods are often Ready, a batch replaced, within it
 RECOVER_AFTER_STOP_SECONDS = 20.0  # a signalled run resumes and exits well inside 30 s
@@ -283,10 +286,8 @@ class Cycle:
         last: str | None = prompt.suspend_state(self.live)
         since = time.monotonic()
         try:
-            delays = prompt.poll_delays()
-            while (delay := next(delays, None)) is not None:
-                self._sleep(delay)
-                if self._get() is None:
+            for _ in self._versions(lambda: since + prompt.PROMPT_SECONDS):
+                if self.live is None:
                     return  # deleted meanwhile: the main loop sees it gone
                 lock = self._my_lock()
                 state = prompt.suspend_state(self.live)
@@ -300,19 +301,54 @@ class Cycle:
                 try:
                     self._patch(patches.lock_patch(self.live, lock.renewed(self.clock())))
                 except Conflict:
-                    last = None  # written meanwhile (perhaps only the status): prompt again
+                    last = None  # written meanwhile (perhaps only the status): prompt again on that version
                     continue
+                except NotFound:
+                    self.live = None
+                    return  # deleted meanwhile: the main loop sees it gone
                 self._lease_written()
                 self.log.info(self.key, "prompt", "lease renewed: the operator's next reconcile starts now, "
                               "not after its 2 s requeue", operator=state or "running",
                               seconds=round(time.monotonic() - since, 3))
                 if state in goal:
                     return
-                delays, since = prompt.poll_delays(), time.monotonic()  # the next step gets its own time
+                since = time.monotonic()  # the next step gets its own time
         except ApiError as err:
             if err.status in (401, 403):
                 raise
             self.log.info(self.key, "prompt", f"cannot prompt the operator ({err}): it acts on its own requeue")
+
+    def _versions(self, until: Callable[[], float]) -> Iterator[None]:
+        """Each newer version of the cluster, put into ``self.live`` (None once it is
+        deleted), until the ``time.monotonic()`` instant ``until()``.  A watch from the
+        version in hand, so that a change is seen as it is made and none is missed; after a
+        410, a dropped stream or a stream that ends early, one GET and a watch from there, at
+        most :data:`MAX_WATCH_RESTARTS` times."""
+        restarts = 0
+        while (left := until() - time.monotonic()) > 0:
+            self._check_stop()
+            started, rv = time.monotonic(), objmeta.meta(self.live).get("resourceVersion", "")
+            try:
+                with closing(self.kube.watch_cluster(self.ns, self.plan.name, rv, math.ceil(left))) as changes:
+                    for kind, obj in changes:
+                        if kind == "BOOKMARK":
+                            continue
+                        self.live = None if kind == "DELETED" else obj
+                        yield
+                        if self.live is None:
+                            return
+                        if time.monotonic() >= until() or self.opts.stop.is_set():
+                            break
+                    else:
+                        if time.monotonic() - started < left:
+                            raise StreamBroken(0, "StreamBroken", "the watch ended early", "WATCH", self.key)
+            except (Gone, StreamBroken) as err:
+                restarts += 1
+                if restarts > MAX_WATCH_RESTARTS:
+                    raise
+                self.log.info(self.key, "watch", f"reading the RayCluster again: {err}")
+                self._get()
+                yield
 
     # ------------------------------------------------------------------ the loop
 
@@ -391,7 +427,8 @@ class Cycle:
     def _drain_and_resume(self) -> None:
         self._drain()
         self._prompt_operator(prompt.SUSPEND_DONE)  # never resume a cluster still suspending
-        self._resume()
+        if self.live is not None:  # else deleted meanwhile: the main loop sees it gone
+            self._resume()
 
     def _wait_ready_and_unlock(self) -> None:
         self._wait_ready()

@@ -186,6 +186,13 @@ class Kube:
         except NotFound:
             return None
 
+    def watch_cluster(self, namespace: str, name: str, resource_version: str,
+                      timeout_seconds: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        """One RayCluster's changes after ``resource_version`` (:meth:`_watch`; the
+        collection narrowed by ``metadata.name``, which every resource can be selected by)."""
+        return self._watch(self._clusters(namespace), {"fieldSelector": f"metadata.name={name}"},
+                           resource_version, timeout_seconds)
+
     def patch_cluster(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         """JSON merge patch; a ``metadata.resourceVersion`` in it is a precondition (409)."""
         return self.request("PATCH", self._clusters(namespace, name), body=patch,
@@ -257,17 +264,21 @@ class Kube:
 
     def watch_pods(self, namespace: str, selector: str, resource_version: str,
                    timeout_seconds: int) -> Iterator[tuple[str, dict[str, Any]]]:
-        """(type, object) events until the server closes the stream after
-        ``timeout_seconds``; BOOKMARK events carry only a resourceVersion.  Raises
-        :class:`Gone` when ``resource_version`` is too old (the caller lists again)."""
-        query = {
-            "labelSelector": selector, "watch": "1", "allowWatchBookmarks": "true",
-            "resourceVersion": resource_version, "timeoutSeconds": str(max(1, int(timeout_seconds))),
-        }
-        resp = self.request("GET", self._pods(namespace), query, stream=True,
-                            timeout=timeout_seconds + 15, verb="watch")
+        """The pods matching a label selector, changed after ``resource_version`` (:meth:`_watch`)."""
+        return self._watch(self._pods(namespace), {"labelSelector": selector}, resource_version, timeout_seconds)
+
+    # ------------------------------------------------------------------ watches
+
+    def _watch(self, path: str, query: dict[str, str], resource_version: str,
+               timeout_seconds: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(type, object) events of the collection at ``path`` after ``resource_version``,
+        until the server closes the stream after ``timeout_seconds``; BOOKMARK events carry
+        only a resourceVersion.  Raises :class:`Gone` when ``resource_version`` is too old
+        (the caller reads again) and :class:`StreamBroken` when the stream drops."""
+        query = {**query, "watch": "1", "allowWatchBookmarks": "true",
+                 "resourceVersion": resource_version, "timeoutSeconds": str(max(1, int(timeout_seconds)))}
+        resp = self.request("GET", path, query, stream=True, timeout=timeout_seconds + 15, verb="watch")
         complete = False
-        path = self._pods(namespace)
         try:
             for line in resp:
                 if not line.strip():

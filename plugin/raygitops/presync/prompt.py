@@ -5,24 +5,21 @@ in two reconciles: the first only sets the condition ``RayClusterSuspending``, t
 deletes the pods.  A resume likewise: the first sets ``RayClusterSuspended`` false, the
 second creates the pods.  Between the two it waits for its own requeue, 2 s
 (``DefaultRequeueDuration``), because its watch ignores status writes (its predicates pass
-generation, label and annotation changes only).  The hook writes an annotation (it renews
-its lease) as soon as it sees a condition change, and the next reconcile starts at once
-(:meth:`raygitops.presync.cycle.Cycle._prompt_operator`).  It also resumes only once the
-operator reports the suspend finished (``RayClusterSuspended``): a resume that lands while it
-still says ``RayClusterSuspending`` runs its delete-all-pods step on the resumed cluster.
+generation, label and annotation changes only).  The hook watches the cluster and writes
+an annotation (it renews its lease) as soon as it sees a condition change, and the next
+reconcile starts at once (:meth:`raygitops.presync.cycle.Cycle._prompt_operator`).  It also
+resumes only once the operator reports the suspend finished (``RayClusterSuspended``): a
+resume that lands while it still says ``RayClusterSuspending`` runs its delete-all-pods step
+on the resumed cluster.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator
-
-from raygitops.presync import polling
+from typing import Any
 
 SUSPENDING = "RayClusterSuspending"
 SUSPENDED = "RayClusterSuspended"
 RUNNING = ""  # neither condition true
-FIRST_POLL_SECONDS = 0.02
-MAX_POLL_SECONDS = 0.2
 PROMPT_SECONDS = 2.5  # past the operator's own requeue (2 s): prompting would gain nothing
 
 
@@ -57,9 +54,3 @@ def operator_has_work(state: str, suspend: bool) -> bool:
     """Whether the operator's next reconcile has something to do (delete or create pods, or
     write the next condition); a cluster that is suspended and meant to be has none."""
     return not (state == SUSPENDED and suspend)
-
-
-def poll_delays(total: float = PROMPT_SECONDS) -> Iterator[float]:
-    """Sleeps between reads of the cluster: short first (the operator usually answers in
-    tens of milliseconds), doubling up to :data:`MAX_POLL_SECONDS`, ``total`` in all."""
-    return polling.delays(FIRST_POLL_SECONDS, MAX_POLL_SECONDS, total)
