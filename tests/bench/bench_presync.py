@@ -15,7 +15,9 @@ same run, interleaved:
    hand on the same operator: `kubectl patch` suspend, `kubectl wait --for=delete`, `kubectl
    patch` new spec + resume (target <= 0.8). The last-pod-deleted -> resume-write latency
    seen by an independent watcher is printed beside it (must stay < 0.5 s).
-3. N clusters drifted at once with `--max-parallel N` / one cluster, wall (target <= 1.5).
+3. N clusters drifted at once with `--max-parallel N` / one cluster, wall (target <= 1.5);
+   in the full mode also with pods that take 2 s to stop (kwok deletes them at once
+   otherwise, which leaves twenty cycles nothing to share but the CPU).
 4. ReplaceGroups (issue #22): a head + group `keep` (2 pods) + group `big` (4 pods), only
    big's image changed, max-unavailable 2: wall from hook start to every pod replaced and
    Ready / the Recreate cycle of the same cluster and change, both with --wait-ready
@@ -61,16 +63,19 @@ from raygitops.presync.kubeapi import Kube  # noqa: E402
 NAMESPACES = 10
 OLD, NEW = "rayproject/ray:2.41.0", "rayproject/ray:2.42.0"
 LATENCY_TARGET = 0.5
+SHUTDOWN = "2s"  # a pod's stop time in the second twenty-at-once figure (kwok's terminate-after)
 
 
-def spec(image: str, workers: int, node: str | None, big: tuple[int, str] | None = None) -> dict[str, Any]:
-    """Head + group ``w`` of ``workers`` pods; with ``big`` (pods, image) a second group ``big``."""
+def spec(image: str, workers: int, node: str | None, big: tuple[int, str] | None = None,
+         shutdown: str | None = None) -> dict[str, Any]:
+    """Head + group ``w`` of ``workers`` pods; with ``big`` (pods, image) a second group ``big``;
+    with ``shutdown`` (``"2s"``) every pod takes that long to stop (kwok's terminate-after)."""
     def pod(name: str, image: str = image) -> dict[str, Any]:
         s: dict[str, Any] = {"containers": [{"name": name, "image": image,
                                              "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}
         if node:
             s["nodeName"] = node
-        return {"spec": s}
+        return {"metadata": {"annotations": {controlplane.TERMINATE_AFTER: shutdown}}, "spec": s} if shutdown else {"spec": s}
 
     groups = [{"groupName": "w", "replicas": workers, "minReplicas": 0, "maxReplicas": 10,
                "rayStartParams": {}, "template": pod("ray-worker")}]
@@ -84,9 +89,9 @@ def spec(image: str, workers: int, node: str | None, big: tuple[int, str] | None
 def manifest(name: str, ns: str, s: dict[str, Any]) -> dict[str, Any]:
     hashes = hash_cluster(s)
     s = json.loads(json.dumps(s))
-    s["headGroupSpec"]["template"]["metadata"] = {"annotations": {HASH_ANNOTATION: hashes.head}}
-    for g in s["workerGroupSpecs"]:
-        g["template"]["metadata"] = {"annotations": {HASH_ANNOTATION: hashes.workers[g["groupName"]]}}
+    for template, value in [(s["headGroupSpec"]["template"], hashes.head)] + [
+            (g["template"], hashes.workers[g["groupName"]]) for g in s["workerGroupSpecs"]]:
+        template.setdefault("metadata", {}).setdefault("annotations", {})[HASH_ANNOTATION] = value
     return {"apiVersion": "ray.io/v1", "kind": "RayCluster",
             "metadata": {"name": name, "namespace": ns,
                          "annotations": {"raygitops.dev/upgrade-strategy": "Recreate",
@@ -417,12 +422,16 @@ def api_requests(plane: Any) -> dict[str, float]:
     return counts
 
 
-def parallel(plane: Any, hook: Hook, tmp: Path, clusters: int, repeats: int, today: float) -> Figure:
-    print(f"== {clusters} clusters drifted at once (--max-parallel {clusters}) vs one", flush=True)
+def parallel(plane: Any, hook: Hook, tmp: Path, clusters: int, repeats: int, today: float | None = None,
+             shutdown: str | None = None) -> Figure:
+    """N clusters drifted at once against one; with ``shutdown`` (``"2s"``) every pod takes
+    that long to stop, as real pods do, where by default kwok deletes them at once."""
+    stop = f", pods take {shutdown} to stop" if shutdown else ""
+    print(f"== {clusters} clusters drifted at once (--max-parallel {clusters}) vs one{stop}", flush=True)
     plane.start_operator()
     node = "kwok-node-0" if plane.has("kwok") and not plane.has("kube-scheduler") else None
     ns = plane.create_namespace(controlplane.unique_name("bench-par"))
-    old, new = spec(OLD, 1, node), spec(NEW, 1, node)
+    old, new = spec(OLD, 1, node, shutdown=shutdown), spec(NEW, 1, node, shutdown=shutdown)
     settings = HookSettings(timeout_seconds=600, drain_grace_seconds=60, wait_ready=False, max_parallel=clusters)
     rounds = iter(range(10 ** 6))
     cpu: dict[int, list[dict[str, float]]] = {clusters: [], 1: []}
@@ -458,9 +467,10 @@ def parallel(plane: Any, hook: Hook, tmp: Path, clusters: int, repeats: int, tod
     total = statistics.median(sum(run.values()) for run in cpu[clusters][-repeats:])
     parts = ", ".join(f"{name} {seconds:.1f}" for name, seconds in sorted(many.items(), key=lambda x: -x[1])
                       if seconds >= 0.05)
-    return Figure(f"{clusters} clusters drifted at once / one cluster (process, --max-parallel {clusters})", 1.5,
+    return Figure(f"{clusters} clusters drifted at once / one cluster (process, --max-parallel {clusters}{stop})", 1.5,
                   walls, floors, floor_name="the same hook, one drifted cluster", today=today,
-                  notes=f"CPU while the hook ran: {total:.1f} s at once ({parts}), "
+                  notes=f"{clusters} at once take {statistics.median(walls) - statistics.median(floors):.2f} s more "
+                        f"than one; CPU while the hook ran: {total:.1f} s at once ({parts}), "
                         f"{statistics.median(sum(run.values()) for run in cpu[1][-repeats:]):.2f} s for one; "
                         f"on {cores} cores {clusters} at once cannot take less than {total / cores:.2f} s "
                         f"({total / cores / statistics.median(floors):.1f}x the one-cluster wall)")
@@ -556,6 +566,8 @@ def main() -> int:
                    cycle(plane, hook, tmp, args.repeats, workers=2 if args.quick else 4),
                    # CPU-bound on 2 cores since the operator is prompted (docs/performance.md)
                    parallel(plane, hook, tmp, at_once, args.repeats, today=2.4 if args.quick else 6.0),
+                   # the same with pods that take time to stop: what twenty clusters can share
+                   *([] if args.quick else [parallel(plane, hook, tmp, at_once, args.repeats, shutdown=SHUTDOWN)]),
                    replace_groups(plane, hook, tmp, args.repeats)]
         ok = report(figures, args.quick)
         if args.write_docs and not args.quick:
