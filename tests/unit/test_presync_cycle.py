@@ -13,7 +13,7 @@ from raygitops.hashing import HASH_ANNOTATION
 from raygitops.plan import Plan
 from raygitops.presync import cycle, drift, prompt
 from raygitops.presync import lock as locks
-from raygitops.presync.kubeapi import ApiError, Gone, NotFound, StreamBroken
+from raygitops.presync.kubeapi import ApiError, Conflict, Gone, NotFound, StreamBroken
 from raygitops.presync.logs import Log
 from raygitops.presync.run import RunOptions, run
 
@@ -209,9 +209,8 @@ def test_drain_timeout_resumes_and_fails():
     assert json.loads(live["metadata"]["annotations"][locks.LAST_ANNOTATION])["outcome"] == "Failed"
 
 
-def test_api_failure_after_suspend_still_resumes():
-    kube = FakeKube(delete_on_suspend=False)
-    kube.add_cluster("demo", stamped(OLD))
+def _drain_list_fails(kube: FakeKube) -> None:
+    """The drain's LIST of pods, after the suspend, gets a 500."""
     real_list = kube.list_pods
     calls = {"n": 0}
 
@@ -222,10 +221,38 @@ def test_api_failure_after_suspend_still_resumes():
         return real_list(ns, selector)
 
     kube.list_pods = flaky_list
+
+
+def test_api_failure_after_suspend_still_resumes():
+    kube = FakeKube(delete_on_suspend=False)
+    kube.add_cluster("demo", stamped(OLD))
+    _drain_list_fails(kube)
     report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
     assert report.failed
     live = kube.clusters[(NS, "demo")]
     assert live["spec"]["suspend"] is False and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+
+
+def test_a_failed_cycle_is_recorded_even_when_the_unlock_answer_is_lost():
+    """The recovery's unlock takes effect but its answer is lost (a reset connection, then a
+    409 on the retry): the RecreateFailed Event is still recorded, once."""
+    kube = FakeKube(delete_on_suspend=False)
+    kube.add_cluster("demo", stamped(OLD))
+    _drain_list_fails(kube)
+    real_patch = kube.patch_cluster
+
+    def lossy_patch(ns, name, patch):
+        answer = real_patch(ns, name, patch)
+        if "Failed" in ((patch.get("metadata") or {}).get("annotations") or {}).get(locks.LAST_ANNOTATION, ""):
+            raise Conflict(409, "Conflict", "the object has been modified")  # the retry of an unlock that took effect
+        return answer
+
+    kube.patch_cluster = lossy_patch
+    report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
+    assert report.failed
+    live = kube.clusters[(NS, "demo")]
+    assert live["spec"]["suspend"] is False and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert kube.event_reasons("demo").count("RecreateFailed") == 1
 
 
 def _dead_lock(phase, target, age=120.0, lease=1):

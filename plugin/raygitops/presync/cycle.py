@@ -691,7 +691,7 @@ class Cycle:
         our lock.  What was done, as a suffix for the report's message."""
         stopped = self.opts.stop.is_set()
         until = time.monotonic() + RECOVER_AFTER_STOP_SECONDS if stopped else max(self.opts.deadline, time.monotonic()) + 60
-        done = ""
+        done, failure_recorded = "", False
         while time.monotonic() < until:
             try:
                 self._get()
@@ -712,8 +712,10 @@ class Cycle:
                 if deferred and lock.phase == locks.LOCKED:
                     self._patch(patches.unlock_patch(self.live, None))
                     return done
+                if not failure_recorded:  # before the unlock: its answer may be lost after it took effect
+                    self._event(events.FAILED, message)
+                    failure_recorded = True
                 self._patch(patches.unlock_patch(self.live, locks.last_recreate(lock, self.clock(), locks.FAILED)))
-                self._event(events.FAILED, message)
                 return done
             except Conflict:
                 continue
