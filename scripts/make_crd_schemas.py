@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Write the RayCluster CRD schemas render checks against (plugin/raygitops/schemas/).
+"""Write the RayCluster CRD schemas render checks against (plugin/raygitops/model/schemas/).
 
 One file per KubeRay minor version, from KubeRay's own CRD: ``ray.io_rayclusters.yaml`` of the
 ray-operator module, the versions pinned in tests/e2e/versions.env (KUBERAY_VERSION,
 KUBERAY_NEXT_VERSION). The module comes from the Go module proxy (``go mod download``), or
 give the CRD files: ``--crd 1.5=PATH --crd 1.6=PATH``. Only what the check reads is kept
-(raygitops.crdschema.strip_schema); the output is gzip'ed JSON, byte-for-byte reproducible.
+(raygitops.model.crdschema.strip_schema); the output is gzip'ed JSON, byte-for-byte reproducible.
 
     python scripts/make_crd_schemas.py
 """
@@ -24,9 +24,9 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "plugin"))
-from raygitops.crdschema import SCHEMAS, crd_spec_schema  # noqa: E402
+from raygitops.model.crdschema import SCHEMAS, crd_spec_schema  # noqa: E402
 
-OUT = REPO / "plugin" / "raygitops" / "schemas"
+OUT = REPO / "plugin" / "raygitops" / "model" / "schemas"
 MODULE = "github.com/ray-project/kuberay/ray-operator"
 CRD_IN_MODULE = "config/crd/bases/ray.io_rayclusters.yaml"
 
@@ -62,7 +62,7 @@ def main() -> None:
     given = dict(item.split("=", 1) for item in args.crd)
     pinned = pinned_versions()
     if set(pinned) != set(SCHEMAS):
-        sys.exit(f"versions.env pins {sorted(pinned)}, raygitops.crdschema.SCHEMAS ships {sorted(SCHEMAS)}")
+        sys.exit(f"versions.env pins {sorted(pinned)}, raygitops.model.crdschema.SCHEMAS ships {sorted(SCHEMAS)}")
     OUT.mkdir(exist_ok=True)
     for minor, name in SCHEMAS.items():
         source = Path(given[minor]) if minor in given else module_crd(pinned[minor])

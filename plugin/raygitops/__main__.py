@@ -1,3 +1,3 @@
-from raygitops.cli import main
+from raygitops.cli.main import main
 
 main()

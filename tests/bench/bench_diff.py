@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from measure import TRIPWIRE  # noqa: E402
 from sharedpaths import CORPUS, CORPUS_KUBERAY  # noqa: E402
 
-from raygitops.pipeline import render_app
+from raygitops.render.pipeline import render_app
 from raygitops.preview import report_json, report_markdown, report_text
 from raygitops.preview.impact import classify
 from raygitops.preview.revisions import render_sides
-from raygitops.render import is_raycluster
+from raygitops.render.renderer import is_raycluster
 
 REPO = Path(__file__).resolve().parents[2]
 TARGET = 1.3
@@ -162,7 +162,7 @@ def main() -> int:
             return run
 
         def cli() -> None:
-            from raygitops.cli import main as cli_main
+            from raygitops.cli.main import main as cli_main
 
             out = io.StringIO()
             with redirect_stdout(out):

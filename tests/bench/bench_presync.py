@@ -55,10 +55,11 @@ from measure import (BenchmarkError, Figure, arguments, doc_table, interleaved, 
                      process_seconds, raygitops_command, report, write_curve, write_doc_section)
 from podenv import PodEnvUnavailable, pod_env, service_account_files, wrapper  # noqa: E402
 
-from raygitops.hashing import HASH_ANNOTATION, HASHES_ANNOTATION, hash_cluster, pod_shaping_spec  # noqa: E402
-from raygitops.plan import ClusterPlan, HookSettings, Plan  # noqa: E402
-from raygitops.presync.credentials import load_credentials  # noqa: E402
-from raygitops.presync.kubeapi import Kube  # noqa: E402
+from raygitops.model.hashing import hash_cluster, pod_shaping_spec
+from raygitops.model.names import HASH_ANNOTATION, HASHES_ANNOTATION
+from raygitops.model.plan import ClusterPlan, HookSettings, Plan  # noqa: E402
+from raygitops.kube.credentials import load_credentials  # noqa: E402
+from raygitops.kube.client import Kube  # noqa: E402
 
 NAMESPACES = 10
 OLD, NEW = "rayproject/ray:2.41.0", "rayproject/ray:2.42.0"

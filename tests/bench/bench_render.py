@@ -32,8 +32,8 @@ from measure import (Figure, arguments, doc_table, interleaved, machine, peak_rs
                      process_seconds, raygitops_command, report, timed, write_curve,
                      write_doc_section)
 
-from raygitops.output import yaml_stream  # noqa: E402
-from raygitops.pipeline import start_render  # noqa: E402
+from raygitops.render.output import yaml_stream  # noqa: E402
+from raygitops.render.pipeline import start_render  # noqa: E402
 
 MIB = 1024 * 1024
 

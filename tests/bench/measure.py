@@ -123,13 +123,13 @@ _HWM_PROBE = ("import atexit, os, sys\n"
               "    open(os.environ['RAYGITOPS_BENCH_HWM'], 'w').write(kib)\n"
               "atexit.register(_hwm)\n"
               "sys.argv[0] = 'raygitops'\n"
-              "from raygitops.cli import main\n"
+              "from raygitops.cli.main import main\n"
               "main()\n")
 
 
 def peak_rss_bytes(*args: str) -> int:
     """Peak resident set size of `raygitops ARGS` run as its own process (the console
-    script's code: `raygitops.cli.main`), read from the process's own VmHWM."""
+    script's code: `raygitops.cli.main.main`), read from the process's own VmHWM."""
     with tempfile.NamedTemporaryFile() as out:
         # stderr kept for a failure only: the corpus' newer fields make one warning each
         res = subprocess.run([sys.executable, "-c", _HWM_PROBE, *args], stdout=subprocess.DEVNULL,

@@ -29,8 +29,8 @@ from test_presync_hook import LOCK, desired_hashes, rendered
 from test_removed_groups import two_groups
 from test_replace_groups import HookApp, uids_by_group
 
-from raygitops.presync.credentials import load_credentials
-from raygitops.presync.kubeapi import Kube
+from raygitops.kube.credentials import load_credentials
+from raygitops.kube.client import Kube
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parents[2]

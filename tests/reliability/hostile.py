@@ -716,7 +716,7 @@ def run_inprocess(argv: list[str], stdin: bytes | None, env: dict[str, str], for
     with a traceback dump (faulthandler), so it can never hang the suite silently."""
     from click.testing import CliRunner
 
-    from raygitops.cli import main
+    from raygitops.cli.main import main
 
     runner = CliRunner()
     saved = {k: os.environ.get(k) for k in env}

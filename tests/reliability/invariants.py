@@ -23,8 +23,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from raygitops.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED
-from raygitops.objmeta import annotations
+from raygitops.model.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED
+from raygitops.model.objmeta import annotations
 
 HASH = "raygitops.dev/template-hash"
 HASHES = "raygitops.dev/template-hashes"

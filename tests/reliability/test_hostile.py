@@ -301,7 +301,7 @@ def test_hypothesis_mutated_cluster(edits) -> None:
 def test_hypothesis_nesting_bound_is_an_upper_bound(tree, flow, indent, explicit) -> None:
     """yamlio's cheap nesting bound (which decides whether to scan events before libyaml's
     recursive composer) must never be below the real depth."""
-    from raygitops import yamlio
+    from raygitops.sources import yamlio
 
     def depth(o) -> int:
         if isinstance(o, dict):
@@ -318,7 +318,7 @@ def test_hypothesis_nesting_bound_is_an_upper_bound(tree, flow, indent, explicit
 @given(st.lists(st.text(alphabet="[]{}-:?!&*'\" \n\tab,#|>", max_size=60), min_size=1, max_size=8))
 def test_hypothesis_yaml_punctuation(lines: list[str]) -> None:
     """Punctuation soup: whatever libyaml makes of it, never more depth than the bound says."""
-    from raygitops import yamlio
+    from raygitops.sources import yamlio
 
     text = "\n".join(lines)
     if "*" in text:

@@ -6,9 +6,9 @@ import copy
 
 from hypothesis import given, settings, strategies as st
 
-from raygitops import quantity
-from raygitops.canonical import canonical_bytes
-from raygitops.hashing import hash_cluster
+from raygitops.model import quantity
+from raygitops.model.canonical import canonical_bytes
+from raygitops.model.hashing import hash_cluster
 
 BASE_SPEC = {
     "rayVersion": "2.41.0",

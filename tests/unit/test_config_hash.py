@@ -15,12 +15,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from raygitops import configrefs
-from raygitops.hookresources import hook_resources
-from raygitops.plan import Plan, load_secrets
-from raygitops.settings import Settings
-from raygitops.presync import configlive, drift
-from raygitops.presync.kubeapi import ApiError, Conflict
+from raygitops.model import configrefs
+from raygitops.render.hookresources import hook_resources
+from raygitops.model.plan import Plan
+from raygitops.presync.planfiles import load_secrets
+from raygitops.sources.settings import Settings
+from raygitops.presync import configlive
+from raygitops.model import drift
+from raygitops.kube.client import ApiError, Conflict
+from raygitops.model import names
 
 from test_presync_fakes import NS, FakeKube, stamped, with_crd_defaults
 from test_presync_replace import plan_for, two_groups
@@ -120,9 +123,9 @@ def test_render_stamps_the_reader_only_and_the_template_hashes_do_not_move(tmp_p
     cluster, plan = _cluster_and_plan(objs)
     big = cluster["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"]
     head = cluster["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"]
-    assert big[configrefs.CONFIG_HASH_ANNOTATION].startswith("c1-") and configrefs.CONFIG_HASH_ANNOTATION not in head
+    assert big[names.CONFIG_HASH_ANNOTATION].startswith("c1-") and names.CONFIG_HASH_ANNOTATION not in head
     (entry,) = plan.clusters
-    assert entry.config == {"worker:big": big[configrefs.CONFIG_HASH_ANNOTATION]} and entry.config_maps == ("settings",)
+    assert entry.config == {"worker:big": big[names.CONFIG_HASH_ANNOTATION]} and entry.config_maps == ("settings",)
     assert plan.config_maps == {"settings": {"data": {"MODE": "a"}}}
     role = next(o for o in objs if o["kind"] == "Role")
     assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["settings"],
@@ -136,7 +139,7 @@ def test_render_stamps_the_reader_only_and_the_template_hashes_do_not_move(tmp_p
 def test_the_switch_and_its_bad_values(tmp_path: Path):
     objs, _ = _render(_app(tmp_path / "off", extra=", raygitops.dev/hash-config: 'false'"))
     cluster, plan = _cluster_and_plan(objs)
-    assert configrefs.CONFIG_HASH_ANNOTATION not in json.dumps(cluster) and not plan.config_maps
+    assert names.CONFIG_HASH_ANNOTATION not in json.dumps(cluster) and not plan.config_maps
     assert not any(r.get("resources") == ["configmaps"] for r in next(o for o in objs if o["kind"] == "Role")["rules"])
     _, res = _render(_app(tmp_path / "bad", extra=", raygitops.dev/hash-config: 'no'"))
     assert res.returncode == 1 and res.stdout == ""
@@ -152,7 +155,7 @@ def test_a_stale_config_hash_annotation_in_the_manifest_is_replaced(tmp_path: Pa
     (root / "demo.yaml").write_text(text)
     objs, _ = _render(root)
     cluster, plan = _cluster_and_plan(objs)
-    value = cluster["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"][configrefs.CONFIG_HASH_ANNOTATION]
+    value = cluster["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"][names.CONFIG_HASH_ANNOTATION]
     assert value == plan.clusters[0].config["worker:big"] != "c1-0000000000000000"
 
 
@@ -164,7 +167,7 @@ def _live_with_config(config_hash: str | None):
     live = kube.add_cluster("demo", with_crd_defaults(stamped(two_groups())))
     for pod in kube.pods_of("demo"):
         if pod["metadata"]["labels"]["ray.io/group"] == "big" and config_hash:
-            pod["metadata"]["annotations"][configrefs.CONFIG_HASH_ANNOTATION] = config_hash
+            pod["metadata"]["annotations"][names.CONFIG_HASH_ANNOTATION] = config_hash
     return live, kube.pods_of("demo")
 
 
@@ -216,7 +219,7 @@ def test_a_cluster_that_keeps_kuberays_own_recreate_is_not_config_hashed(tmp_pat
     assert res.returncode == 0, res.stderr
     cluster, plan = _cluster_and_plan(objs)
     assert cluster["spec"]["upgradeStrategy"] == {"type": "Recreate"}
-    assert configrefs.CONFIG_HASH_ANNOTATION not in json.dumps(cluster) and plan.clusters[0].config == {}
+    assert names.CONFIG_HASH_ANNOTATION not in json.dumps(cluster) and plan.clusters[0].config == {}
 
 
 # ----------------------------------------------------------------------------- Secrets
@@ -263,9 +266,9 @@ def test_render_stamps_the_secret_hash_and_carries_the_content_in_the_hooks_own_
     cluster, plan = _cluster_and_plan(objs)
     head = cluster["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"]
     big = cluster["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"]
-    assert head[configrefs.SECRET_HASH_ANNOTATION].startswith("s1-") and configrefs.SECRET_HASH_ANNOTATION not in big
+    assert head[names.SECRET_HASH_ANNOTATION].startswith("s1-") and names.SECRET_HASH_ANNOTATION not in big
     (entry,) = plan.clusters
-    assert entry.secret_config == {"head": head[configrefs.SECRET_HASH_ANNOTATION]} and entry.secrets == ("creds",)
+    assert entry.secret_config == {"head": head[names.SECRET_HASH_ANNOTATION]} and entry.secrets == ("creds",)
     plan_cm = next(o for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "raygitops-plan")
     assert PASSWORD not in json.dumps(plan_cm) and "aHVudGVy" not in json.dumps(plan_cm)  # names, never values
     (hook_secret,) = [o for o in objs if o["kind"] == "Secret" and o["metadata"]["name"] == "raygitops-plan-secrets"]
@@ -302,7 +305,7 @@ def test_pods_without_a_secret_hash_never_drift_by_it_and_pods_with_another_do()
     assert drift.decide(NS, plan, live, pods).action == drift.IN_SYNC
     for pod in pods:
         if pod["metadata"]["labels"]["ray.io/group"] == "big":
-            pod["metadata"]["annotations"][configrefs.SECRET_HASH_ANNOTATION] = "s1-0000000000000000"
+            pod["metadata"]["annotations"][names.SECRET_HASH_ANNOTATION] = "s1-0000000000000000"
     d = drift.decide(NS, plan, live, pods)
     assert d.action == drift.REPLACE_ACTION and d.drift["worker:big"].how == "secret-hash", d.reason
 

@@ -7,8 +7,8 @@ import copy
 import pytest
 import yaml
 
-from raygitops.hashing import hash_cluster
-from raygitops.crddefaults import all_default_paths, strip_defaults
+from raygitops.model.hashing import hash_cluster
+from raygitops.model.crddefaults import all_default_paths, strip_defaults
 
 from test_presync_fakes import cluster_spec, with_crd_defaults
 

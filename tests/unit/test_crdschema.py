@@ -1,4 +1,4 @@
-"""Render checks RayClusters against the KubeRay CRD schema (raygitops.crdschema).
+"""Render checks RayClusters against the KubeRay CRD schema (raygitops.model.crdschema).
 
 Typos, wrong types and missing required fields fail with ``file:line: path: message`` and an
 unknown field names the closest known one; the schema of the target KubeRay is used (1.5 and
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from raygitops import crdschema
+from raygitops.model import crdschema
 from sharedpaths import CORPUS, CORPUS_KUBERAY, CRDS
 from test_render_corpus import crd_spec_schema
 
@@ -138,7 +138,7 @@ def test_package_data_is_the_crds_schema(minor: str, crd: str) -> None:
     source = CRDS / crd / "ray.io_rayclusters.yaml"
     if not source.is_file():
         pytest.skip(f"KubeRay CRD not found at {source}")
-    shipped = REPO / "plugin" / "raygitops" / "schemas" / crdschema.SCHEMAS[minor]
+    shipped = REPO / "plugin" / "raygitops" / "model" / "schemas" / crdschema.SCHEMAS[minor]
     made = json.dumps(crd_spec_schema(source), sort_keys=True, separators=(",", ":")).encode()
     assert gzip.decompress(shipped.read_bytes()) == made
     assert crdschema.spec_schema(minor) == json.loads(made)

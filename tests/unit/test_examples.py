@@ -277,7 +277,7 @@ def test_flux_kustomizations_split_hook_and_app(kubectl: str, tmp_path: Path) ->
     assert presync["spec"]["retryInterval"] == app["spec"]["retryInterval"] == "1m"
     assert app["spec"]["dependsOn"] == [{"name": "ray-demo-presync"}]
     # Flux must wait longer than the Job may run (hook timeout + the Job's deadline margin)
-    from raygitops.hookresources import DEADLINE_MARGIN_SECONDS
+    from raygitops.render.hookresources import DEADLINE_MARGIN_SECONDS
 
     timeout = presync["spec"]["timeout"]
     assert timeout.endswith("m") and int(timeout[:-1]) * 60 > 900 + DEADLINE_MARGIN_SECONDS

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from sharedpaths import REPO
-from raygitops.output import yaml_stream
-from raygitops.pipeline import render_app
+from raygitops.render.output import yaml_stream
+from raygitops.render.pipeline import render_app
 
 GOLDEN = Path(__file__).parent / "golden" / "render"
 # A fixed Argo CD build environment, so goldens do not depend on the caller's.

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import yaml
 
-from raygitops.hashing import DEFAULT_IGNORED_KEYS, NO_RULES, HashRules, hash_cluster, scheme_of
-from raygitops.plan import ClusterPlan, Plan
-from raygitops.hashing import pod_shaping_spec
-from raygitops.presync import drift
+from raygitops.model.hashing import DEFAULT_IGNORED_KEYS, NO_RULES, HashRules, hash_cluster, scheme_of
+from raygitops.model.plan import ClusterPlan, Plan
+from raygitops.model.hashing import pod_shaping_spec
+from raygitops.model import drift
 
 from test_presync_fakes import NS, FakeKube, cluster_spec, stamped, with_crd_defaults
 

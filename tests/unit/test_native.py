@@ -11,11 +11,12 @@ import pytest
 import yaml
 
 import fidelity
-from raygitops import convert, native
+from raygitops.model import convert, native
 from raygitops.errors import RaygitopsError
-from raygitops.pipeline import render_app
+from raygitops.render.pipeline import render_app
 from raygitops.preview.impact import classify
 from raygitops.preview.revisions import render_sides
+from raygitops.model import names
 
 # --------------------------------------------------------------------------- operator's hash
 
@@ -184,4 +185,4 @@ def test_native_recreate_is_explained_and_counted(tmp_path: Path) -> None:
     (c,) = report.clusters
     assert c.klass == "native-recreate" and report.verdict == "recreate" and report.recreated == 1
     assert "after the sync" in c.reason and str(c.pods) == "3"
-    assert any(native.HASH_ANNOTATION in n and "1.5" in n for n in c.notes)
+    assert any(names.NATIVE_HASH_ANNOTATION in n and "1.5" in n for n in c.notes)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from raygitops.cli import main
+from raygitops.cli.main import main
 from test_render import RECREATE, cluster
 
 DEEP_FLOW = "x: " + "[" * 5000 + "]" * 5000 + "\n"
@@ -120,12 +120,12 @@ def test_plan_file(tmp_path: Path, name: str, content: bytes) -> None:
 
 def test_plan_that_loads_is_not_refused(tmp_path: Path) -> None:
     """The plan tests above fail for the plan, not for the command line."""
-    from raygitops.pipeline import render_app
+    from raygitops.render.pipeline import render_app
 
     root = write(tmp_path / "app", {"c.yaml": cluster(meta=RECREATE)})
     plan = render_app(str(root), env={}).plans[0]
     (tmp_path / "plan.json").write_text(json.dumps(plan.to_json()))
-    from raygitops.plan import load_plan
+    from raygitops.presync.planfiles import load_plan
 
     assert load_plan(str(tmp_path / "plan.json")).namespace == plan.namespace
 
@@ -139,7 +139,7 @@ def test_plan_that_loads_is_not_refused(tmp_path: Path) -> None:
 ])
 def test_plan_with_values_render_refuses_is_refused_by_the_hook(tmp_path: Path, change: dict, message: str) -> None:
     """The hook checks the plan it reads with render's own rules (a hand-edited ConfigMap)."""
-    from raygitops.pipeline import render_app
+    from raygitops.render.pipeline import render_app
 
     root = write(tmp_path / "app", {"c.yaml": cluster(meta=RECREATE)})
     plan = render_app(str(root), env={}).plans[0].to_json()

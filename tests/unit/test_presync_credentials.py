@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from raygitops.errors import RaygitopsError
-from raygitops.presync import credentials
-from raygitops.presync.credentials import in_cluster_credentials, own_namespace
+from raygitops.kube import credentials
+from raygitops.kube.credentials import in_cluster_credentials, own_namespace
 
 ENV = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443"}
 # kubernetes reads a kubeconfig's proxy-url from release 37 (the lowest supported, 29, not)
@@ -78,7 +78,7 @@ def test_broken_service_account_is_a_one_line_error(tmp_path: Path, broken: str)
 def test_in_cluster_path_never_imports_kubernetes(tmp_path: Path) -> None:
     """The hook Job's start-up: the kubernetes package is imported only for a kubeconfig."""
     sa = service_account(tmp_path)
-    code = (f"import sys; from raygitops.presync.credentials import in_cluster_credentials; "
+    code = (f"import sys; from raygitops.kube.credentials import in_cluster_credentials; "
             f"in_cluster_credentials({str(sa)!r}, {ENV!r}); import raygitops.presync.command, "
             "raygitops.presync.run; print(sorted(m for m in sys.modules if m.split('.')[0] == 'kubernetes'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)

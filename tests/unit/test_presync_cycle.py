@@ -9,13 +9,15 @@ import time
 
 import pytest
 
-from raygitops.hashing import HASH_ANNOTATION
-from raygitops.plan import Plan
-from raygitops.presync import cycle, drift, prompt
-from raygitops.presync import lock as locks
-from raygitops.presync.kubeapi import ApiError, Conflict, Gone, NotFound, StreamBroken
+from raygitops.model.names import HASH_ANNOTATION
+from raygitops.model.plan import Plan
+from raygitops.presync import cycle, prompt
+from raygitops.model import drift
+from raygitops.model import lock as locks
+from raygitops.kube.client import ApiError, Conflict, Gone, NotFound, StreamBroken
 from raygitops.presync.logs import Log
 from raygitops.presync.run import RunOptions, run
+from raygitops.model import names
 
 from test_presync_fakes import NS, FakeKube, cluster_spec, make_plan, stamped, with_crd_defaults
 
@@ -47,8 +49,8 @@ def test_full_cycle_recreates_once_and_records_state():
     assert report.counts()["recreated"] == 1 and not report.failed
     live = kube.clusters[(NS, "demo")]
     ann = live["metadata"]["annotations"]
-    assert locks.LOCK_ANNOTATION not in ann
-    last = json.loads(ann[locks.LAST_ANNOTATION])
+    assert names.LOCK_ANNOTATION not in ann
+    last = json.loads(ann[names.LAST_ANNOTATION])
     assert last["to"] == plan.hashes.to_json() and last["from"]["head"] != plan.hashes.head
     assert live["spec"]["suspend"] is False
     assert _hashes(kube) == {plan.hashes.head, plan.hashes.workers["small"]}
@@ -186,7 +188,7 @@ def test_foreign_pod_blocks_the_suspend():
     report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
     assert report.failed and pod["metadata"]["name"] in report.outcomes[f"{NS}/demo"].message
     live = kube.clusters[(NS, "demo")]
-    assert live["spec"].get("suspend") is not True and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert live["spec"].get("suspend") is not True and names.LOCK_ANNOTATION not in live["metadata"]["annotations"]
     assert len(kube.pods_of("demo")) == 4 and kube.deleted_pods == []
 
 
@@ -201,12 +203,12 @@ def test_drain_timeout_resumes_and_fails():
     assert report.failed and report.counts()["failed"] == 1
     live = kube.clusters[(NS, "demo")]
     assert live["spec"]["suspend"] is False  # never left suspended
-    assert locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert names.LOCK_ANNOTATION not in live["metadata"]["annotations"]
     # the drain never finished (an old pod is still there): resumed as it was, not half new
     assert live["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION] != plan.hashes.head
     assert "resumed as it was" in report.outcomes[f"{NS}/demo"].message
     assert "RecreateFailed" in kube.event_reasons("demo")
-    assert json.loads(live["metadata"]["annotations"][locks.LAST_ANNOTATION])["outcome"] == "Failed"
+    assert json.loads(live["metadata"]["annotations"][names.LAST_ANNOTATION])["outcome"] == "Failed"
 
 
 def _drain_list_fails(kube: FakeKube) -> None:
@@ -230,7 +232,7 @@ def test_api_failure_after_suspend_still_resumes():
     report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
     assert report.failed
     live = kube.clusters[(NS, "demo")]
-    assert live["spec"]["suspend"] is False and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert live["spec"]["suspend"] is False and names.LOCK_ANNOTATION not in live["metadata"]["annotations"]
 
 
 def test_a_failed_cycle_is_recorded_even_when_the_unlock_answer_is_lost():
@@ -243,7 +245,7 @@ def test_a_failed_cycle_is_recorded_even_when_the_unlock_answer_is_lost():
 
     def lossy_patch(ns, name, patch):
         answer = real_patch(ns, name, patch)
-        if "Failed" in ((patch.get("metadata") or {}).get("annotations") or {}).get(locks.LAST_ANNOTATION, ""):
+        if "Failed" in ((patch.get("metadata") or {}).get("annotations") or {}).get(names.LAST_ANNOTATION, ""):
             raise Conflict(409, "Conflict", "the object has been modified")  # the retry of an unlock that took effect
         return answer
 
@@ -251,7 +253,7 @@ def test_a_failed_cycle_is_recorded_even_when_the_unlock_answer_is_lost():
     report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
     assert report.failed
     live = kube.clusters[(NS, "demo")]
-    assert live["spec"]["suspend"] is False and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert live["spec"]["suspend"] is False and names.LOCK_ANNOTATION not in live["metadata"]["annotations"]
     assert kube.event_reasons("demo").count("RecreateFailed") == 1
 
 
@@ -270,14 +272,14 @@ def test_dead_holder_is_taken_over_and_the_cycle_finished_once(phase):
     else:
         kube.add_cluster("demo", stamped(OLD))
     live = kube.clusters[(NS, "demo")]
-    live["metadata"]["annotations"][locks.LOCK_ANNOTATION] = _dead_lock(phase, plan.hashes.to_json()).to_annotation()
+    live["metadata"]["annotations"][names.LOCK_ANNOTATION] = _dead_lock(phase, plan.hashes.to_json()).to_annotation()
     if phase == locks.SUSPENDED:
         kube.patch_cluster(NS, "demo", {"spec": {"suspend": True}})
     kube.patches.clear()
     report, lines = _run(kube, [Plan(NS, [plan])])
     assert report.counts()["recreated"] == 1, lines
     live = kube.clusters[(NS, "demo")]
-    assert live["spec"].get("suspend") is not True and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert live["spec"].get("suspend") is not True and names.LOCK_ANNOTATION not in live["metadata"]["annotations"]
     assert _hashes(kube) == {plan.hashes.head, plan.hashes.workers["small"]}
     assert any(l["step"] == "takeover" for l in lines)
     suspends = [p for _, p in kube.patches if (p.get("spec") or {}).get("suspend") is True]
@@ -295,7 +297,7 @@ def test_live_holder_is_waited_for_then_in_sync(writer_clock):
     decision = drift.decide(NS, plan, kube.clusters[(NS, "demo")], pods)
     # another hook holds a fresh lock; it finishes while we wait
     other = locks.new_lock("other/2/y", plan.hashes.to_json(), None, time.time() + writer_clock)
-    kube.clusters[(NS, "demo")]["metadata"]["annotations"][locks.LOCK_ANNOTATION] = other.to_annotation()
+    kube.clusters[(NS, "demo")]["metadata"]["annotations"][names.LOCK_ANNOTATION] = other.to_annotation()
 
     def other_hook():
         time.sleep(1.5)
@@ -303,7 +305,7 @@ def test_live_holder_is_waited_for_then_in_sync(writer_clock):
         kube.patch_cluster(NS, "demo", {"spec": {"suspend": True}})
         from raygitops.presync.patches import resume_patch
         kube.patch_cluster(NS, "demo", resume_patch(kube.clusters[(NS, "demo")], plan, other))
-        kube.patch_cluster(NS, "demo", {"metadata": {"annotations": {locks.LOCK_ANNOTATION: None}}})
+        kube.patch_cluster(NS, "demo", {"metadata": {"annotations": {names.LOCK_ANNOTATION: None}}})
 
     t = threading.Thread(target=other_hook)
     t.start()
@@ -311,7 +313,7 @@ def test_live_holder_is_waited_for_then_in_sync(writer_clock):
     outcome = cycle.Cycle(kube, Log("json", io.StringIO()), NS, plan, decision, opts, "me/1/z").run()
     t.join()
     assert outcome.result == cycle.IN_SYNC, outcome.message
-    assert not any(locks.LOCK_ANNOTATION in json.dumps(p) and "me/1/z" in json.dumps(p) for _, p in kube.patches)
+    assert not any(names.LOCK_ANNOTATION in json.dumps(p) and "me/1/z" in json.dumps(p) for _, p in kube.patches)
 
 
 def test_two_hooks_at_once_make_one_cycle():
@@ -373,7 +375,7 @@ def test_wait_ready_timeout_fails_but_unlocks():
     report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], timeout=3)
     assert report.failed
     live = kube.clusters[(NS, "demo")]
-    assert live["spec"]["suspend"] is False and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert live["spec"]["suspend"] is False and names.LOCK_ANNOTATION not in live["metadata"]["annotations"]
     assert "RecreateFailed" in kube.event_reasons("demo")
 
 
@@ -390,11 +392,11 @@ def test_release_lock_on_desired_suspended_cluster():
     kube = FakeKube()
     kube.add_cluster("demo", stamped(OLD), pods=False)
     lk = _dead_lock(locks.SUSPENDED, {"head": "x"}, age=1)
-    kube.clusters[(NS, "demo")]["metadata"]["annotations"][locks.LOCK_ANNOTATION] = lk.to_annotation()
+    kube.clusters[(NS, "demo")]["metadata"]["annotations"][names.LOCK_ANNOTATION] = lk.to_annotation()
     kube.clusters[(NS, "demo")]["spec"]["suspend"] = True
     report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW, suspend=True)])])
     live = kube.clusters[(NS, "demo")]
-    assert live["spec"]["suspend"] is True and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert live["spec"]["suspend"] is True and names.LOCK_ANNOTATION not in live["metadata"]["annotations"]
     assert not report.failed
 
 

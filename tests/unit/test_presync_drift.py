@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import copy
 
-from raygitops.hashing import HASH_ANNOTATION
-from raygitops.presync import drift
-from raygitops.presync import lock as locks
+from raygitops.model.names import HASH_ANNOTATION
+from raygitops.model import drift
+from raygitops.model import lock as locks
+from raygitops.model import names
 
 from test_presync_fakes import NS, FakeKube, cluster_spec, make_plan, stamped, with_crd_defaults
 
@@ -142,7 +143,7 @@ def test_suspended_outside_git_is_resumed():
 def test_lock_present_means_finish_the_cycle():
     live, _ = _setup(cluster_spec(image="old"))
     lock = locks.new_lock("other/1/x", {"head": "h1-a"}, None, 0.0)
-    live["metadata"]["annotations"][locks.LOCK_ANNOTATION] = lock.at(locks.SUSPENDED, 0.0).to_annotation()
+    live["metadata"]["annotations"][names.LOCK_ANNOTATION] = lock.at(locks.SUSPENDED, 0.0).to_annotation()
     live["spec"]["suspend"] = True
     d = drift.decide(NS, make_plan(spec=cluster_spec(image="new")), live, [])
     assert d.action == drift.RECREATE_ACTION and "phase suspended" in d.reason

@@ -1,6 +1,6 @@
 """An in-memory API server + KubeRay stand-in for the hook's unit tests, and its own tests.
 
-FakeKube implements the methods of ``raygitops.presync.kubeapi.Kube`` the hook uses, with
+FakeKube implements the methods of ``raygitops.kube.client.Kube`` the hook uses, with
 resourceVersions, 409 on a stale precondition, RFC 7386 merge patches, watch streams and a
 toy operator: ``spec.suspend: true`` deletes the pods (at once, or when the test says),
 ``suspend: false`` creates pods from the templates (copying template annotations).
@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 
-from raygitops.hashing import HASH_ANNOTATION, hash_cluster, pod_shaping_spec
-from raygitops.plan import ClusterPlan
-from raygitops.presync.kubeapi import Conflict, Gone, NotFound
+from raygitops.model.hashing import hash_cluster, pod_shaping_spec
+from raygitops.model.names import HASH_ANNOTATION
+from raygitops.model.plan import ClusterPlan
+from raygitops.kube.client import Conflict, Gone, NotFound
 
 NS = "ray"
 

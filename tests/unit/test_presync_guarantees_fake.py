@@ -7,11 +7,13 @@ import json
 import threading
 import time
 
-from raygitops.hashing import HASH_ANNOTATION
-from raygitops.plan import Plan
-from raygitops.presync import budget, cycle, drift
-from raygitops.presync import lock as locks
-from raygitops.presync.kubeapi import ApiError
+from raygitops.model.names import HASH_ANNOTATION
+from raygitops.model.plan import Plan
+from raygitops.presync import budget, cycle
+from raygitops.model import drift
+from raygitops.model import lock as locks
+from raygitops.kube.client import ApiError
+from raygitops.model import names
 
 from test_presync_cycle import NEW, OLD, _run
 from test_presync_fakes import NS, FakeKube, cluster_spec, make_plan, stamped
@@ -35,7 +37,7 @@ def test_stop_mid_drain_resumes_as_it_was_and_fails():
     assert report.failed and _outcome(report).result == cycle.FAILED
     assert "interrupted" in _outcome(report).message and "resumed as it was" in _outcome(report).message
     live = kube.clusters[(NS, "demo")]
-    assert live["spec"]["suspend"] is False and locks.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert live["spec"]["suspend"] is False and names.LOCK_ANNOTATION not in live["metadata"]["annotations"]
     assert _hashes_of(live) != make_plan(spec=NEW).hashes.head  # old templates: no half-new cluster
 
 
@@ -159,7 +161,7 @@ def _recreated_unverified(kube, outcome):
     plan = make_plan(spec=NEW)
     record = {"from": None, "to": plan.hashes.to_json(), "startedAt": "2026-01-01T00:00:00.000000Z",
               "finishedAt": "2026-01-01T00:01:00.000000Z", "outcome": outcome}
-    kube.add_cluster("demo", stamped(NEW), annotations={locks.LAST_ANNOTATION: locks.json_record(record)})
+    kube.add_cluster("demo", stamped(NEW), annotations={names.LAST_ANNOTATION: locks.json_record(record)})
     return plan
 
 
@@ -177,7 +179,7 @@ def test_a_failed_recreate_stays_failed_until_ready():
         pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
     report, _ = _run(kube, [Plan(NS, [plan])], timeout=2)
     assert not report.failed and "verified ready" in _outcome(report).message
-    record = json.loads(kube.clusters[(NS, "demo")]["metadata"]["annotations"][locks.LAST_ANNOTATION])
+    record = json.loads(kube.clusters[(NS, "demo")]["metadata"]["annotations"][names.LAST_ANNOTATION])
     assert record["outcome"] == locks.COMPLETED
     report, _ = _run(kube, [Plan(NS, [plan])])
     assert report.decisions[0].action == drift.IN_SYNC and not report.outcomes
@@ -191,7 +193,7 @@ def test_without_wait_ready_it_says_readiness_was_not_checked():
     kube2 = FakeKube()
     kube2.add_cluster("demo", stamped(OLD))
     report, _ = _run(kube2, [Plan(NS, [make_plan(spec=NEW)])], wait_ready=False)
-    record = json.loads(kube2.clusters[(NS, "demo")]["metadata"]["annotations"][locks.LAST_ANNOTATION])
+    record = json.loads(kube2.clusters[(NS, "demo")]["metadata"]["annotations"][names.LAST_ANNOTATION])
     assert record["outcome"] == locks.UNVERIFIED and "readiness not checked" in _outcome(report).message
 
 
@@ -212,7 +214,8 @@ def test_ready_means_every_expected_pod_ready_not_a_stale_status():
 
 
 def test_failure_reason_names_each_failed_or_deferred_cluster_in_one_line() -> None:
-    from raygitops.presync import cycle, drift
+    from raygitops.presync import cycle
+    from raygitops.model import drift
     from raygitops.presync.run import Report
 
     decisions = [drift.Decision("ns", "a", drift.RECREATE_ACTION, "drift"), drift.Decision("ns", "b", drift.FAIL, "403\nForbidden"),

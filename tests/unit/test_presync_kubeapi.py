@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from raygitops.presync import kubeapi
-from raygitops.presync.credentials import Credentials
-from raygitops.presync.kubeapi import ApiError, Conflict, Gone, Kube
+from raygitops.kube import client
+from raygitops.kube.credentials import Credentials
+from raygitops.kube.client import ApiError, Conflict, Gone, Kube
 
 
 class Script:
@@ -90,15 +90,15 @@ def test_429_honours_retry_after_then_succeeds(kube_for):
 
 
 def test_5xx_and_connection_reset_are_retried(kube_for, monkeypatch):
-    monkeypatch.setattr(kubeapi, "_retry_after", lambda headers, attempt: 0.01)
+    monkeypatch.setattr(client, "_retry_after", lambda headers, attempt: 0.01)
     kube, script = kube_for([(503, {}, {}), "reset", (500, {}, {}), (200, {}, {"metadata": {"name": "x"}})])
     assert kube.get_cluster("ray", "x") == {"metadata": {"name": "x"}}
     assert kube.requests == 4
 
 
 def test_retries_are_bounded(kube_for, monkeypatch):
-    monkeypatch.setattr(kubeapi, "_retry_after", lambda headers, attempt: 0.0)
-    kube, _ = kube_for([(503, {}, {"message": "down"})] * kubeapi.MAX_ATTEMPTS)
+    monkeypatch.setattr(client, "_retry_after", lambda headers, attempt: 0.0)
+    kube, _ = kube_for([(503, {}, {"message": "down"})] * client.MAX_ATTEMPTS)
     with pytest.raises(ApiError) as err:
         kube.list_clusters("ray")
     assert err.value.status == 503

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from raygitops.presync import cycle
-from raygitops.presync import lock as locks
+from raygitops.model import lock as locks
+from raygitops.model import names
 
 TARGET = {"head": "h1-aaaaaaaaaaaaaaaa", "workers": {"small": "h1-bbbbbbbbbbbbbbbb"}}
 
@@ -53,7 +54,7 @@ def test_last_recreate_value():
 def _live(lock=None, suspend=None):
     obj = {"metadata": {"annotations": {}}, "spec": {}}
     if lock is not None:
-        obj["metadata"]["annotations"][locks.LOCK_ANNOTATION] = lock if isinstance(lock, str) else lock.to_annotation()
+        obj["metadata"]["annotations"][names.LOCK_ANNOTATION] = lock if isinstance(lock, str) else lock.to_annotation()
     if suspend is not None:
         obj["spec"]["suspend"] = suspend
     return obj

@@ -9,10 +9,10 @@ import dataclasses
 import io
 import json
 
-from raygitops.native import HASH_ANNOTATION
-from raygitops.plan import Plan
-from raygitops.presync import drift
-from raygitops.presync.kubeapi import ApiError
+from raygitops.model.names import NATIVE_HASH_ANNOTATION as HASH_ANNOTATION
+from raygitops.model.plan import Plan
+from raygitops.model import drift
+from raygitops.kube.client import ApiError
 from raygitops.presync.logs import Log
 from raygitops.presync.run import RunOptions, run
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 
-from raygitops.hashing import HASH_ANNOTATION, hash_cluster
-from raygitops.presync import lock as locks
+from raygitops.model.hashing import hash_cluster
+from raygitops.model.names import HASH_ANNOTATION
+from raygitops.model import lock as locks
 from raygitops.presync import patches
+from raygitops.model import names
 
 from test_presync_fakes import cluster_spec, make_plan, merge_apply, stamped, with_crd_defaults
 
@@ -40,14 +42,14 @@ def test_resume_patch_writes_desired_spec_and_unsuspends_in_one_write():
     patch = patches.resume_patch(live, plan, LOCK.at(locks.RESUMED, 1.0))
 
     assert patch["metadata"]["resourceVersion"] == "41"
-    assert '"phase":"resumed"' in patch["metadata"]["annotations"][locks.LOCK_ANNOTATION]
+    assert '"phase":"resumed"' in patch["metadata"]["annotations"][names.LOCK_ANNOTATION]
     assert patch["spec"]["suspend"] is False
     after = merge_apply(live, patch)["spec"]
     assert after["suspend"] is False
     assert "enableInTreeAutoscaling" not in after
     assert after["headServiceAnnotations"] == {"x": "y"} and after["headGroupSpec"]["serviceType"] == "NodePort"
-    names = [g["groupName"] for g in after["workerGroupSpecs"]]
-    assert names == ["b", "c"]  # a dropped, b kept in place, c added
+    groups = [g["groupName"] for g in after["workerGroupSpecs"]]
+    assert groups == ["b", "c"]  # a dropped, b kept in place, c added
     b, c = after["workerGroupSpecs"]
     assert b["replicas"] == 3 and b["maxReplicas"] == 4 and b["minReplicas"] == 1  # live scaling kept
     assert "replicas" not in c  # the CRD defaults it; Argo CD applies the manifest next
@@ -75,11 +77,11 @@ def test_resume_keeps_upgrade_strategy_and_managed_by():
 def test_lock_suspend_unlock_patches():
     live = _live(cluster_spec())
     p = patches.lock_patch(live, LOCK)
-    assert p == {"metadata": {"resourceVersion": "41", "annotations": {locks.LOCK_ANNOTATION: LOCK.to_annotation()}}}
+    assert p == {"metadata": {"resourceVersion": "41", "annotations": {names.LOCK_ANNOTATION: LOCK.to_annotation()}}}
     s = patches.suspend_patch(live, LOCK.at(locks.SUSPENDED, 0.0))
-    assert s["spec"] == {"suspend": True} and '"phase":"suspended"' in s["metadata"]["annotations"][locks.LOCK_ANNOTATION]
+    assert s["spec"] == {"suspend": True} and '"phase":"suspended"' in s["metadata"]["annotations"][names.LOCK_ANNOTATION]
     u = patches.unlock_patch(live, '{"outcome":"Failed"}')
-    assert u["metadata"]["annotations"] == {locks.LOCK_ANNOTATION: None, locks.LAST_ANNOTATION: '{"outcome":"Failed"}',
-                                            locks.OUTCOME_ANNOTATION: "Failed"}
+    assert u["metadata"]["annotations"] == {names.LOCK_ANNOTATION: None, names.LAST_ANNOTATION: '{"outcome":"Failed"}',
+                                            names.OUTCOME_ANNOTATION: "Failed"}
     after = merge_apply(copy.deepcopy(live), u)
     assert after["metadata"]["annotations"]["keep"] == "me"

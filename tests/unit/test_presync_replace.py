@@ -10,11 +10,13 @@ import json
 
 import pytest
 
-from raygitops import strategy
+from raygitops.model import strategy
 from raygitops.errors import RaygitopsError
-from raygitops.hashing import HASH_ANNOTATION
-from raygitops.presync import cycle, drift, replace
-from raygitops.presync import lock as locks
+from raygitops.model.names import HASH_ANNOTATION
+from raygitops.presync import cycle
+from raygitops.model import drift, replace
+from raygitops.model import lock as locks
+from raygitops.model import names
 
 from test_presync_fakes import NS, FakeKube, cluster_spec, make_plan, stamped, with_crd_defaults
 
@@ -66,10 +68,10 @@ def _obj(annotations: dict) -> dict:
 
 
 def test_replace_groups_is_a_strategy_of_the_annotation_only():
-    ann = {strategy.STRATEGY_ANNOTATION: "ReplaceGroups"}
+    ann = {names.STRATEGY_ANNOTATION: "ReplaceGroups"}
     assert strategy.cluster_strategy(_obj(ann)) == "ReplaceGroups" and strategy.opted_in("ReplaceGroups")
     with pytest.raises(RaygitopsError, match="did you mean ReplaceGroups"):
-        strategy.cluster_strategy(_obj({strategy.STRATEGY_ANNOTATION: "replacegroups"}))
+        strategy.cluster_strategy(_obj({names.STRATEGY_ANNOTATION: "replacegroups"}))
     field = {"kind": "RayCluster", "metadata": {"name": "c"}, "spec": {"upgradeStrategy": {"type": "ReplaceGroups"}}}
     with pytest.raises(RaygitopsError, match="is not Recreate or None"):  # KubeRay's field knows no such value
         strategy.cluster_strategy(field)
@@ -77,14 +79,14 @@ def test_replace_groups_is_a_strategy_of_the_annotation_only():
 
 def test_max_unavailable_annotation_needs_replace_groups():
     assert strategy.max_unavailable(_obj({}), "ReplaceGroups") == "100%"
-    assert strategy.max_unavailable(_obj({strategy.MAX_UNAVAILABLE_ANNOTATION: "2"}), "ReplaceGroups") == "2"
+    assert strategy.max_unavailable(_obj({names.MAX_UNAVAILABLE_ANNOTATION: "2"}), "ReplaceGroups") == "2"
     with pytest.raises(RaygitopsError, match="applies only with raygitops.dev/upgrade-strategy: ReplaceGroups"):
-        strategy.max_unavailable(_obj({strategy.MAX_UNAVAILABLE_ANNOTATION: "2"}), "Recreate")
+        strategy.max_unavailable(_obj({names.MAX_UNAVAILABLE_ANNOTATION: "2"}), "Recreate")
     assert strategy.max_unavailable(_obj({}), "Recreate") is None
 
 
 def test_plan_round_trips_max_unavailable_and_refuses_a_bad_one():
-    from raygitops.plan import ClusterPlan
+    from raygitops.model.plan import ClusterPlan
 
     p = plan_for(two_groups(), "25%")
     assert ClusterPlan.from_json(p.to_json()) == p
@@ -100,8 +102,8 @@ def test_plan_round_trips_max_unavailable_and_refuses_a_bad_one():
 
 
 def test_max_unavailable_by_group_gives_worker_groups_bounds_of_their_own():
-    by = strategy.MAX_UNAVAILABLE_BY_GROUP_ANNOTATION
-    ann = {strategy.STRATEGY_ANNOTATION: "ReplaceGroups", by: " big = 1 , small=50%"}
+    by = names.MAX_UNAVAILABLE_BY_GROUP_ANNOTATION
+    ann = {names.STRATEGY_ANNOTATION: "ReplaceGroups", by: " big = 1 , small=50%"}
     assert strategy.max_unavailable_by_group(_obj(ann), "ReplaceGroups", ["small", "big"]) == {"big": "1", "small": "50%"}
     assert strategy.max_unavailable_by_group(_obj({}), "ReplaceGroups", ["big"]) == {}
     assert strategy.max_unavailable_by_group(_obj({}), "Recreate", ["big"]) == {}
@@ -119,10 +121,10 @@ def test_max_unavailable_by_group_gives_worker_groups_bounds_of_their_own():
     (2, "is int 2, not a string"),
 ])
 def test_max_unavailable_by_group_refuses_the_rest(value, message):
-    ann = {strategy.STRATEGY_ANNOTATION: "ReplaceGroups", strategy.MAX_UNAVAILABLE_BY_GROUP_ANNOTATION: value}
+    ann = {names.STRATEGY_ANNOTATION: "ReplaceGroups", names.MAX_UNAVAILABLE_BY_GROUP_ANNOTATION: value}
     with pytest.raises(RaygitopsError) as err:
         strategy.max_unavailable_by_group(_obj(ann), "ReplaceGroups", ["small", "big"])
-    assert str(err.value).startswith(f"annotation {strategy.MAX_UNAVAILABLE_BY_GROUP_ANNOTATION}: ")
+    assert str(err.value).startswith(f"annotation {names.MAX_UNAVAILABLE_BY_GROUP_ANNOTATION}: ")
     assert message in str(err.value), str(err.value)
     with pytest.raises(RaygitopsError, match="applies only with raygitops.dev/upgrade-strategy: ReplaceGroups"):
         strategy.max_unavailable_by_group(_obj(ann), "Recreate", ["small", "big"])
@@ -166,7 +168,7 @@ def test_a_removed_group_alone_is_a_replacement():
 def test_a_replacement_in_progress_is_continued_or_turned_into_a_full_cycle():
     kube, live = live_cluster()
     lock = cycle.replace_lock(locks.new_lock("other", {}, None, 0.0), ("big",), 0.0)
-    live["metadata"]["annotations"][locks.LOCK_ANNOTATION] = lock.to_annotation()
+    live["metadata"]["annotations"][names.LOCK_ANNOTATION] = lock.to_annotation()
     d = drift.decide(NS, plan_for(two_groups(big_image=NEW)), live, kube.pods_of("demo"))
     assert d.action == drift.REPLACE_ACTION and "in progress" in d.reason
     d = drift.decide(NS, plan_for(two_groups(big_image=NEW, head_image=NEW)), live, kube.pods_of("demo"))
@@ -178,7 +180,7 @@ def test_a_replacement_in_progress_is_continued_or_turned_into_a_full_cycle():
 def test_next_step_of_a_replacing_lock():
     kube, live = live_cluster()
     lock = cycle.replace_lock(locks.new_lock("me", {}, None, 0.0), ("big",), 0.0)
-    live["metadata"]["annotations"][locks.LOCK_ANNOTATION] = lock.to_annotation()
+    live["metadata"]["annotations"][names.LOCK_ANNOTATION] = lock.to_annotation()
     assert cycle.next_step(live, "me", replace=True) == cycle.REPLACE
     assert cycle.next_step(live, "me", replace=False) == cycle.SUSPEND  # nothing suspended yet: start the cycle
     assert cycle.next_step(live, "other", 0.0, replace=True) == cycle.WAIT
@@ -357,8 +359,8 @@ def test_diff_says_which_groups_a_replacement_touches(tmp_path):
         path.mkdir(parents=True)
         (path / "raygitops.yaml").write_text("namespace: ray\n")
         obj = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
-               "metadata": {"name": "demo", "annotations": {strategy.STRATEGY_ANNOTATION: "ReplaceGroups",
-                                                           strategy.MAX_UNAVAILABLE_ANNOTATION: "2"}},
+               "metadata": {"name": "demo", "annotations": {names.STRATEGY_ANNOTATION: "ReplaceGroups",
+                                                           names.MAX_UNAVAILABLE_ANNOTATION: "2"}},
                "spec": two_groups(big_image=big_image, head_image=head_image)}
         (path / "demo.yaml").write_text(yaml.safe_dump(obj))
 

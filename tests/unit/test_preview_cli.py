@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from raygitops.cli import main
+from raygitops.cli.main import main
 
 CLUSTER = """\
 apiVersion: ray.io/v1
@@ -222,7 +222,7 @@ def test_diff_never_imports_kubernetes(tmp_path: Path) -> None:
     app(tmp_path, "h", {"cluster.yaml": cluster(image="x")})
     code = (
         "import sys\n"
-        "from raygitops.cli import main\n"
+        "from raygitops.cli.main import main\n"
         "try:\n"
         "    main(['diff', '--base', 'b', '--head', 'h', 'app', '--format', 'json'])\n"
         "except SystemExit as e:\n"

@@ -17,9 +17,9 @@ import yaml
 
 from raygitops.preview.impact import classify
 from raygitops.preview.revisions import render_sides
-from raygitops.quantity import parse
-from raygitops.render import is_raycluster
-from raygitops.strategy import STRATEGY_ANNOTATION
+from raygitops.model.quantity import parse
+from raygitops.render.renderer import is_raycluster
+from raygitops.model.names import STRATEGY_ANNOTATION
 from sharedpaths import CORPUS, CORPUS_KUBERAY
 
 

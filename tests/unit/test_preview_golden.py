@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from raygitops import __version__
-from raygitops.cli import main
+from raygitops.cli.main import main
 
 HERE = Path(__file__).parent
 FIXTURES = HERE / "fixtures" / "preview"

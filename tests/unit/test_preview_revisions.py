@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from raygitops.cli import main
+from raygitops.cli.main import main
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git not installed")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from raygitops.errors import RaygitopsError
-from raygitops.hashing import HASH_ANNOTATION, HASHES_ANNOTATION
-from raygitops.hookresources import RULES
-from raygitops.pipeline import render_app
+from raygitops.model.names import HASH_ANNOTATION, HASHES_ANNOTATION
+from raygitops.render.hookresources import RULES
+from raygitops.render.pipeline import render_app
 from raygitops.presync.cycle import RECOVER_AFTER_STOP_SECONDS
 from raygitops.presync.drain import WATCH_SECONDS
 
@@ -207,7 +207,7 @@ def test_conflicting_opt_in_is_an_error(tmp_path: Path) -> None:
 
 
 def test_render_is_idempotent(tmp_path: Path) -> None:
-    from raygitops.output import yaml_stream
+    from raygitops.render.output import yaml_stream
 
     first = yaml_stream(render(tmp_path / "a", {"c.yaml": cluster(meta=RECREATE)}).objects)
     again = render(tmp_path / "b", {"c.yaml": first.split("\n---\napiVersion: v1\nkind: ServiceAccount")[0]})
@@ -251,7 +251,7 @@ def test_a_lowercase_strategy_says_the_spelling(tmp_path: Path) -> None:
 def test_render_prints_warnings_on_stderr(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from raygitops.cli import main
+    from raygitops.cli.main import main
 
     root = write(tmp_path, {"c.yaml": cluster(meta="  annotations: {raygitops.dev/upgrade-stratgy: Recreate}\n")})
     result = CliRunner().invoke(main, ["render", str(root)])
@@ -261,7 +261,7 @@ def test_render_prints_warnings_on_stderr(tmp_path: Path) -> None:
 
 def test_rendering_the_output_again_gives_the_output(tmp_path: Path) -> None:
     """Render is idempotent on its whole output, hook objects included (no duplicates)."""
-    from raygitops.output import yaml_stream
+    from raygitops.render.output import yaml_stream
 
     first = yaml_stream(render(tmp_path / "a", {"c.yaml": cluster(meta=RECREATE)}).objects)
     again = render(tmp_path / "b", {"all.yaml": first})
@@ -272,7 +272,7 @@ def test_render_never_reads_its_own_out_dir(tmp_path: Path) -> None:
     """The Flux layout: `render app --out app/rendered` beside the manifests."""
     from click.testing import CliRunner
 
-    from raygitops.cli import main
+    from raygitops.cli.main import main
 
     app = write(tmp_path / "app", {"c.yaml": cluster(meta=RECREATE)})
     before = render_app(str(app), env={}).objects
@@ -283,7 +283,7 @@ def test_render_never_reads_its_own_out_dir(tmp_path: Path) -> None:
 
 def test_a_warning_stays_one_line_whatever_the_key(tmp_path: Path) -> None:
     obj = {"metadata": {"annotations": {"raygitops.dev/x\nraygitops: fake line": "1"}}}
-    from raygitops.strategy import annotation_warnings
+    from raygitops.model.strategy import annotation_warnings
 
     (warning,) = annotation_warnings(obj)
     assert "\n" not in warning and "\\x0a" in warning

@@ -12,11 +12,11 @@ import pytest
 import yaml
 
 from sharedpaths import CORPUS_KUBERAY, CRDS
-from raygitops import crdschema
-from raygitops.hashing import HASHES_ANNOTATION
-from raygitops.pipeline import render_app
-from raygitops.render import is_raycluster
-from raygitops.strategy import STRATEGY_ANNOTATION
+from raygitops.model import crdschema
+from raygitops.model.names import HASHES_ANNOTATION
+from raygitops.render.pipeline import render_app
+from raygitops.render.renderer import is_raycluster
+from raygitops.model.names import STRATEGY_ANNOTATION
 
 CRD_VERSIONS = ("kuberay-v1.5.0", "kuberay-v1.6.2")
 TARGET = {"kuberay_version": CORPUS_KUBERAY}  # the samples' own KubeRay

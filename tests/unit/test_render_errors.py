@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from raygitops.cli import main
+from raygitops.cli.main import main
 from test_render import RECREATE, cluster
 
 LOCATED = re.compile(r"^raygitops: (?P<path>[^:]+):(?P<line>\d+): (?P<message>.+)$")
@@ -169,7 +169,7 @@ def test_render_never_imports_kubernetes(tmp_path: Path) -> None:
     root = app(tmp_path, {"c.yaml": cluster(meta=RECREATE), "t.yaml.j2": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: t}\n"})
     code = (
         "import sys\n"
-        "from raygitops.cli import main\n"
+        "from raygitops.cli.main import main\n"
         f"sys.argv = ['raygitops', 'render', {root!r}]\n"
         "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
         "bad = sorted(m for m in sys.modules if m == 'kubernetes' or m.startswith('kubernetes.'))\n"
@@ -198,7 +198,7 @@ def test_templates_cannot_exhaust_memory(tmp_path: Path, expression: str, messag
 def test_templates_cannot_run_forever(tmp_path: Path) -> None:
     loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     root = app(tmp_path, {"x.yaml.j2": "a: 1\n" + loop + "\n"})
-    code = (f"import sys\nfrom raygitops.cli import main\nsys.argv=['raygitops','render',{root!r}]\nmain()\n")
+    code = (f"import sys\nfrom raygitops.cli.main import main\nsys.argv=['raygitops','render',{root!r}]\nmain()\n")
     env = dict(os.environ, RAYGITOPS_TEMPLATE_SECONDS="1")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 1 and proc.stdout == ""

@@ -15,8 +15,8 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from raygitops import k8snames
-from raygitops.cli import main
+from raygitops.model import k8snames
+from raygitops.cli.main import main
 from test_render import RECREATE, cluster
 
 CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n{meta}"

@@ -12,11 +12,11 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from raygitops import output
-from raygitops.cli import main
+from raygitops.render import output
+from raygitops.cli.main import main
 from raygitops.errors import RaygitopsError
-from raygitops.pipeline import render_app
-from raygitops.plan import load_plan
+from raygitops.render.pipeline import render_app
+from raygitops.presync.planfiles import load_plan
 from test_render import RECREATE, cluster, write
 
 CM = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {a: '1'}\n"

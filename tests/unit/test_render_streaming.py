@@ -17,15 +17,15 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from raygitops import sources, yamlio
+from raygitops.sources import files, yamlio
 from raygitops.errors import RaygitopsError
-from raygitops.configrefs import CONFIG_HASH_ANNOTATION
-from raygitops.hashing import HASHES_ANNOTATION
-from raygitops.pipeline import render_app
-from raygitops.plan import ClusterPlan, Plan
-from raygitops.render import Render, render_documents
-from raygitops.settings import Settings
-from raygitops.yamlio import Document, load_documents, may_spell
+from raygitops.model.names import CONFIG_HASH_ANNOTATION
+from raygitops.model.names import HASHES_ANNOTATION
+from raygitops.render.pipeline import render_app
+from raygitops.model.plan import ClusterPlan, Plan
+from raygitops.render.renderer import Render, render_documents
+from raygitops.sources.settings import Settings
+from raygitops.sources.yamlio import Document, load_documents, may_spell
 
 from test_render import RECREATE, cluster, write
 
@@ -185,7 +185,7 @@ def test_the_second_read_parses_only_the_documents_that_may_be_a_configmap_or_se
         return load_documents(text, path)
 
     monkeypatch.setattr(yamlio, "load_documents", counting)
-    monkeypatch.setattr(sources, "load_documents", counting)
+    monkeypatch.setattr(files, "load_documents", counting)
     # z.yaml: a RayCluster, then the ConfigMap on line 22 (a comment and a "..." first)
     mixed = cluster("z", meta=RECREATE) + "# ---\n...\n---\n" + SETTINGS
     app = _reader_and_map(tmp_path, mixed)

@@ -24,7 +24,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from raygitops.settings import PARAMETERS, Settings, apply_parameters
+from raygitops.sources.settings import PARAMETERS, Settings, apply_parameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ship_support  # noqa: E402
@@ -116,7 +116,7 @@ def test_discovery_leaves_stream_examples_alone(sub: str) -> None:
 
 
 def test_discovery_accepts_both_config_spellings(tmp_path: Path) -> None:
-    from raygitops.settings import CONFIG_NAMES
+    from raygitops.sources.settings import CONFIG_NAMES
 
     for name in CONFIG_NAMES:
         app = tmp_path / name.replace(".", "_")

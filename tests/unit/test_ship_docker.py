@@ -22,8 +22,8 @@ import pytest
 import yaml
 
 from raygitops import __version__
-from raygitops.hookresources import HOOK_UID
-from raygitops.settings import DEFAULT_IMAGE
+from raygitops.render.hookresources import HOOK_UID
+from raygitops.sources.settings import DEFAULT_IMAGE
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ship_support  # noqa: E402
@@ -157,7 +157,7 @@ def test_wheel_contents(venv: Path) -> None:
     assert tops == {"raygitops", f"raygitops-{__version__}.dist-info"}, tops
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     entry = zipfile.ZipFile(wheel).read(f"raygitops-{__version__}.dist-info/entry_points.txt").decode()
-    assert re.search(r"^raygitops = raygitops\.cli:main$", entry, re.M)
+    assert re.search(r"^raygitops = raygitops\.cli\.main:main$", entry, re.M)
 
 
 def run_installed(venv: Path, *argv: str, **kw) -> subprocess.CompletedProcess:
@@ -183,7 +183,7 @@ def test_installed_render(venv: Path) -> None:
 
 
 def test_installed_uses_libyaml(venv: Path) -> None:
-    code = ("import yaml, raygitops.yamlio as y; "
+    code = ("import yaml, raygitops.sources.yamlio as y; "
             "print(yaml.__with_libyaml__, y._Loader.__name__, y._Dumper.__name__)")
     res = run_installed(venv, str(venv / "bin" / "python"), "-c", code, cwd="/")
     assert res.returncode == 0, res.stderr
@@ -193,7 +193,7 @@ def test_installed_uses_libyaml(venv: Path) -> None:
 def test_render_does_not_import_the_kubernetes_client(venv: Path) -> None:
     """DESIGN: render and diff must not import kubernetes (start-up cost)."""
     code = ("import sys; sys.argv = ['raygitops', 'render', %r]; "
-            "import raygitops.cli as c\n"
+            "import raygitops.cli.main as c\n"
             "try:\n    c.main()\nexcept SystemExit:\n    pass\n"
             "sys.stderr.write(str('kubernetes' in sys.modules))") % str(REPO / "examples" / "plain")
     res = run_installed(venv, str(venv / "bin" / "python"), "-c", code, cwd="/")

@@ -14,8 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from raygitops.errors import RaygitopsError
-from raygitops import yamlio
-from raygitops.yamlio import dump, dump_stream, load_documents
+from raygitops.sources import yamlio
+from raygitops.sources.yamlio import dump, dump_stream, load_documents
 from sharedpaths import corpus_files
 
 KW = dict(sort_keys=False, default_flow_style=False, allow_unicode=True, width=1 << 16)

@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING
 
 import click
 
-from raygitops import convert
-from raygitops.clierrors import guarded
+from raygitops.model import convert
+from raygitops.cli.failures import guarded
 from raygitops.errors import RaygitopsError
-from raygitops.plan import load_plan, load_secrets, with_secrets
+from raygitops.model.plan import with_secrets
+from raygitops.presync.planfiles import load_plan, load_secrets
+from raygitops.model.names import FAILURE_ANNOTATION
 
 if TYPE_CHECKING:
-    from raygitops.presync.kubeapi import Kube
+    from raygitops.kube.client import Kube
     from raygitops.presync.logs import Log
 
-# On the hook's Job when a run fails: its reason, one line (argocd/health/job.lua shows it).
-FAILURE_ANNOTATION = "raygitops.dev/failure"
 FAILURE_MAX_CHARS = 1000
 
 
@@ -60,8 +60,8 @@ def presync(plan_paths: tuple[str, ...], secrets_paths: tuple[str, ...], kubecon
             max_parallel: int | None, wait_ready: bool | None, log_format: str, lease_seconds: int,
             namespace: str | None, job: str | None) -> None:
     """PreSync hook: recreate the pods of drifted, opted-in RayClusters."""
-    from raygitops.presync.credentials import load_credentials, own_namespace
-    from raygitops.presync.kubeapi import ApiError, Kube
+    from raygitops.kube.credentials import load_credentials, own_namespace
+    from raygitops.kube.client import ApiError, Kube
     from raygitops.presync.logs import RUN, Log
     from raygitops.presync.run import RunOptions, run
 
@@ -115,7 +115,7 @@ def record_failure(kube: "Kube", namespace: str, job: str, reason: str, log: "Lo
     """Write the run's one-line failure reason on its own Job, before the pod exits (so before
     the Job turns Failed): Argo CD's health check for raygitops' Job (argocd/health/job.lua)
     shows it as the hook's message. Best effort: the exit status alone fails the sync."""
-    from raygitops.presync.kubeapi import ApiError
+    from raygitops.kube.client import ApiError
     from raygitops.presync.logs import RUN
 
     text = reason if len(reason) <= FAILURE_MAX_CHARS else reason[:FAILURE_MAX_CHARS - 3] + "..."

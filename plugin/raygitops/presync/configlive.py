@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from raygitops.configrefs import RESOURCES, SECRET, content
-from raygitops.plan import ClusterPlan
-from raygitops.presync.kubeapi import ApiError, Conflict
+from raygitops.model.configrefs import RESOURCES, SECRET, content
+from raygitops.model.plan import ClusterPlan
+from raygitops.kube.client import ApiError, Conflict
 from raygitops.presync.patches import merge_diff
 
 MAX_CONFLICTS = 10

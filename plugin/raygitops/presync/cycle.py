@@ -2,7 +2,7 @@
 
 :func:`next_step` is pure: from the live object (its lock annotation and ``spec.suspend``)
 and who we are, it says what to do next.  :class:`Cycle` executes steps against the API
-(through :mod:`raygitops.presync.kubeapi`), re-reading and re-deciding after every write,
+(through :mod:`raygitops.kube.client`), re-reading and re-deciding after every write,
 so that a 409 (someone else wrote in between) is just another turn of the loop, and any hook
 run can finish a cycle another one started:
 
@@ -44,14 +44,16 @@ from contextlib import closing
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from raygitops import objmeta
-from raygitops.plan import ClusterPlan
-from raygitops.presync import configlive, drain, drift, events, patches, polling, prompt, replace
+from raygitops.model import objmeta
+from raygitops.model.plan import ClusterPlan
+from raygitops.presync import configlive, drain, events, patches, polling, prompt
+from raygitops.model import drift, replace
 from raygitops.presync.budget import Budget
-from raygitops.presync import lock as locks
-from raygitops.presync.kubeapi import ApiError, Conflict, Gone, NotFound, StreamBroken
+from raygitops.model import lock as locks
+from raygitops.kube.client import ApiError, Conflict, Gone, NotFound, StreamBroken
 from raygitops.presync.logs import Log
-from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE
+from raygitops.model.strategy import DEFAULT_MAX_UNAVAILABLE
+from raygitops.model import names
 
 # Steps
 GONE = "gone"
@@ -115,7 +117,7 @@ def next_step(live: dict[str, Any] | None, holder: str, unchanged_for: float = 0
     suspended, so the cycle can start from its suspend)."""
     if live is None:
         return GONE
-    text = objmeta.annotations(live).get(locks.LOCK_ANNOTATION)
+    text = objmeta.annotations(live).get(names.LOCK_ANNOTATION)
     if text is None:
         return ACQUIRE
     lock = locks.parse(text)
@@ -148,7 +150,7 @@ def replace_lock(lock: locks.Lock, groups: tuple[str, ...], now: float) -> locks
 def held_lock(live: dict[str, Any] | None) -> locks.Lock | None:
     if live is None:
         return None
-    return locks.parse(objmeta.annotations(live).get(locks.LOCK_ANNOTATION))
+    return locks.parse(objmeta.annotations(live).get(names.LOCK_ANNOTATION))
 
 
 @dataclass
@@ -228,7 +230,7 @@ class Cycle:
 
     def _unchanged_for(self) -> float:
         """How long this run has seen the same lock annotation value (lease by observation)."""
-        text = objmeta.annotations(self.live or {}).get(locks.LOCK_ANNOTATION)
+        text = objmeta.annotations(self.live or {}).get(names.LOCK_ANNOTATION)
         if text != self._seen_lock[0]:
             self._seen_lock = (text, time.monotonic())
         return time.monotonic() - self._seen_lock[1]
@@ -435,7 +437,7 @@ class Cycle:
         self._unlock()
 
     def _still_drifted(self) -> bool:
-        pods, _ = self.kube.list_pods(self.ns, f"{drift.CLUSTER_LABEL}={self.plan.name}")
+        pods, _ = self.kube.list_pods(self.ns, f"{names.CLUSTER_LABEL}={self.plan.name}")
         decision = drift.decide(self.ns, self.plan, self.live, pods)
         self.log.info(self.key, "check", f"re-checked after waiting: {decision.action}: {decision.reason}")
         if decision.action in drift.CYCLE_ACTIONS:
@@ -528,10 +530,10 @@ class Cycle:
                                [g for g in self.plan.pod_spec.workers if g not in self.groups])
 
     def _replace_batch(self) -> None:
-        """One turn: delete what :func:`~raygitops.presync.replace.next_batch` allows, then
+        """One turn: delete what :func:`~raygitops.model.replace.next_batch` allows, then
         wait a poll; when nothing is stale any more, wait for readiness and unlock."""
         lock = self._my_lock()
-        pods, _ = self.kube.list_pods(self.ns, f"{drift.CLUSTER_LABEL}={self.plan.name}")
+        pods, _ = self.kube.list_pods(self.ns, f"{names.CLUSTER_LABEL}={self.plan.name}")
         batch = replace.next_batch(self.plan, self.live, pods, lock.groups)
         if batch.done:
             self._wait_ready_and_unlock()
@@ -571,12 +573,12 @@ class Cycle:
             self.log.warn(self.key, "suspend", "spec.suspend was set back to false by someone else: suspending "
                           f"again ({self.suspend_writes + 1} of at most {MAX_SUSPEND_WRITES})")
             self._sleep(2.0 ** (self.suspend_writes - 1))
-        pods, _ = self.kube.list_pods(self.ns, f"{drift.CLUSTER_LABEL}={self.plan.name}")
+        pods, _ = self.kube.list_pods(self.ns, f"{names.CLUSTER_LABEL}={self.plan.name}")
         foreign = drift.foreign_pods(self.live, pods)
         if foreign:
             # KubeRay deletes EVERY pod with the label when it sees the suspend.
             raise CycleError(f"refusing to suspend: pods {', '.join(foreign[:5])} carry label "
-                             f"{drift.CLUSTER_LABEL}={self.plan.name} but are not this RayCluster's, and the "
+                             f"{names.CLUSTER_LABEL}={self.plan.name} but are not this RayCluster's, and the "
                              "operator deletes every pod with that label on suspend; remove the label or the pods")
         if self.started is None:
             self.started = time.monotonic()
@@ -641,7 +643,7 @@ class Cycle:
         lock = self._my_lock()
         if not self.opts.wait_ready or lock.target != self.target:
             return
-        selector = f"{drift.CLUSTER_LABEL}={self.plan.name}"
+        selector = f"{names.CLUSTER_LABEL}={self.plan.name}"
         last = ""
         delays = waiting_delays()
         while True:

@@ -18,10 +18,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from raygitops import objmeta
-from raygitops.presync import drift
-from raygitops.presync.kubeapi import ApiError, Gone, StreamBroken
+from raygitops.model import objmeta
+from raygitops.model import drift
+from raygitops.kube.client import ApiError, Gone, StreamBroken
 from raygitops.presync.logs import Log
+from raygitops.model import names
 
 WATCH_SECONDS = 5
 
@@ -64,7 +65,7 @@ class Drain:
         for name in names:
             if name not in self.foreign_seen:
                 self.foreign_seen.add(name)
-                self.log.warn(self.key, "drain", f"pod {name} carries label {drift.CLUSTER_LABEL}={self.name} "
+                self.log.warn(self.key, "drain", f"pod {name} carries label {names.CLUSTER_LABEL}={self.name} "
                               "but is not this RayCluster's: not deleted, not waited for")
 
     def _delete_remaining(self) -> None:
@@ -76,7 +77,7 @@ class Drain:
     def run(self) -> float:
         """Block until no pod of the cluster is left; the ``time.monotonic()`` when that was
         seen.  Raises :class:`DrainTimeout` at ``give_up``."""
-        selector = f"{drift.CLUSTER_LABEL}={self.name}"
+        selector = f"{names.CLUSTER_LABEL}={self.name}"
         start = time.monotonic()
         delete_at = start + self.grace
         rv, relist, announced = "", True, -1
@@ -95,8 +96,8 @@ class Drain:
                 self.log.info(self.key, "drain", f"{announced} pods left")
             now = time.monotonic()
             if now >= self.give_up:
-                names = ", ".join(sorted(self.remaining.values())[:5])
-                raise DrainTimeout(f"drain timed out: {len(self.remaining)} pods still present ({names})")
+                shown = ", ".join(sorted(self.remaining.values())[:5])
+                raise DrainTimeout(f"drain timed out: {len(self.remaining)} pods still present ({shown})")
             if now >= delete_at:
                 self._delete_remaining()
                 delete_at = now + max(self.grace, 1.0)  # stragglers: again only after another grace

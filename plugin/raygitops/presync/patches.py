@@ -18,9 +18,10 @@ import copy
 import json
 from typing import Any
 
-from raygitops.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED, stamp_group
-from raygitops.plan import ClusterPlan
-from raygitops.presync.lock import LAST_ANNOTATION, LOCK_ANNOTATION, OUTCOME_ANNOTATION, Lock
+from raygitops.model.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED, stamp_group
+from raygitops.model.plan import ClusterPlan
+from raygitops.model.lock import Lock
+from raygitops.model.names import LAST_ANNOTATION, LOCK_ANNOTATION, OUTCOME_ANNOTATION
 
 
 def merge_diff(old: Any, new: Any) -> Any:
@@ -111,7 +112,7 @@ def wake_patch(live: dict[str, Any], lock: Lock | None) -> dict[str, Any]:
 
 
 def unlock_patch(live: dict[str, Any], last: str | None) -> dict[str, Any]:
-    """Drop the lock; with ``last`` (a :func:`~raygitops.presync.lock.last_recreate` record)
+    """Drop the lock; with ``last`` (a :func:`~raygitops.model.lock.last_recreate` record)
     also write the record and its outcome."""
     annotations: dict[str, Any] = {LOCK_ANNOTATION: None}
     if last is not None:

@@ -16,13 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops import configrefs, objmeta
-from raygitops.plan import ClusterPlan, Plan
-from raygitops.presync import cycle, drift, patches
-from raygitops.presync import lock as locks
+from raygitops.model import configrefs, objmeta
+from raygitops.model.plan import ClusterPlan, Plan
+from raygitops.presync import cycle, patches
+from raygitops.model import drift
+from raygitops.model import lock as locks
 from raygitops.presync.budget import Budget
-from raygitops.presync.kubeapi import ApiError, Conflict
+from raygitops.kube.client import ApiError, Conflict
 from raygitops.presync.logs import RUN, Log
+from raygitops.model import names
 
 
 @dataclass
@@ -124,7 +126,7 @@ def decide_namespace(kube: Any, plan: Plan, log: Log) -> list[drift.Decision]:
     ns = plan.namespace
     try:
         live = {objmeta.meta(c).get("name"): c for c in kube.list_clusters(ns)}
-        pods, _ = kube.list_pods(ns, drift.CLUSTER_LABEL)
+        pods, _ = kube.list_pods(ns, names.CLUSTER_LABEL)
     except ApiError as err:
         if err.status == 401:
             raise  # the credentials, not this namespace: nothing else can work either
@@ -186,7 +188,7 @@ def verify(kube: Any, plan: ClusterPlan, d: drift.Decision, opts: RunOptions, de
         live = kube.get_cluster(ns, d.name)
         if live is None:
             return cycle.Outcome(ns, d.name, cycle.SKIPPED, "the RayCluster was deleted")
-        pods, _ = kube.list_pods(ns, f"{drift.CLUSTER_LABEL}={d.name}")
+        pods, _ = kube.list_pods(ns, f"{names.CLUSTER_LABEL}={d.name}")
         ok, message = drift.pods_ready_for(plan, live, pods)
         if ok:
             record = drift.last_recreate(live) or {}
@@ -218,7 +220,7 @@ def release(kube: Any, ns: str, name: str, resume: bool, log: Log) -> cycle.Outc
     key = f"{ns}/{name}"
     for _ in range(cycle.MAX_CONFLICTS):
         live = kube.get_cluster(ns, name)
-        text = objmeta.annotations(live).get(locks.LOCK_ANNOTATION) if live else None
+        text = objmeta.annotations(live).get(names.LOCK_ANNOTATION) if live else None
         if text is None:
             return cycle.Outcome(ns, name, cycle.SKIPPED, "no raygitops lock left")
         lock = locks.parse(text)

@@ -12,7 +12,7 @@ import os
 from pathlib import PurePosixPath
 
 from raygitops.preview.revisions import DIRECTORY, REVISION, Side, resolve_side, run_git
-from raygitops.settings import CONFIG_NAMES
+from raygitops.sources.settings import CONFIG_NAMES
 
 
 def _tree_paths(side: Side) -> list[str]:

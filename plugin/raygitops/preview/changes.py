@@ -4,7 +4,7 @@
 out first (hashes are reported per group, the strategy on its own).  Each operation becomes a
 :class:`FieldChange` with a JSON-pointer path, the old and the new value, and whether the
 field is *pod-shaping* (part of a group's template-hash input, see
-:mod:`raygitops.hashing`).  Values whose NAME looks secret (an env var ``DB_PASSWORD``, a key
+:mod:`raygitops.model.hashing`).  Values whose NAME looks secret (an env var ``DB_PASSWORD``, a key
 ``apiKey``, …: :func:`looks_secret`, plus the app's own ``preview.mask`` / ``preview.unmask``
 patterns) are masked: the report still shows that they changed, never what they are.  Other
 env values are shown (``RAY_LOG_LEVEL: info → debug``), and ``valueFrom`` references always.
@@ -21,8 +21,8 @@ from typing import Any
 import jsonpatch
 import jsonpointer
 
-from raygitops.canonical import ANNOTATION_PREFIX
-from raygitops.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED, NO_RULES, HashRules
+from raygitops.model.names import ANNOTATION_PREFIX
+from raygitops.model.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED, NO_RULES, HashRules
 
 MASK = "••••"
 ABSENT: Any = object()  # the field does not exist on that side

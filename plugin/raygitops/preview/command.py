@@ -15,8 +15,8 @@ from typing import Any
 
 import click
 
-from raygitops.clierrors import guarded
-from raygitops.cliopts import app_path, values_option
+from raygitops.cli.failures import guarded
+from raygitops.cli.options import app_path, values_option
 from raygitops.errors import RaygitopsError
 
 EXIT_RECREATE = 3

@@ -9,7 +9,7 @@ Classes, one per RayCluster matched by namespace/name:
   keep theirs (docs/presync.md "Two strategies");
 - ``native-recreate`` — the spec keeps ``upgradeStrategy: Recreate`` for a KubeRay >= 1.6
   operator and the operator's own spec hash changed: KubeRay deletes every pod once the
-  sync applies the new spec (after the sync, not gated by the hook; raygitops.native);
+  sync applies the new spec (after the sync, not gated by the hook; raygitops.model.native);
 - ``stale``     — a group's hash changed but the cluster is not opted in (or is owned by a
   RayJob/RayService, which raygitops never recreates): the running pods keep the old template;
 - ``in-place``  — only fields outside the hash changed (replicas, autoscaling bounds, labels,
@@ -23,12 +23,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from raygitops import configrefs, native
-from raygitops.hashing import GroupHashes
+from raygitops.model import configrefs, native
+from raygitops.model.hashing import GroupHashes
 from raygitops.preview.changes import DEFAULT_MASKING, FieldChange, Masking, field_changes
-from raygitops.presync.replace import replacement, replacement_words
-from raygitops.render import RenderedCluster, RenderResult, is_raycluster
-from raygitops.strategy import REPLACE_GROUPS, opted_in
+from raygitops.model.replace import replacement, replacement_words
+from raygitops.render.renderer import RenderedCluster, RenderResult, is_raycluster
+from raygitops.model.strategy import REPLACE_GROUPS, opted_in
+from raygitops.model import names
+from raygitops.model.names import HOOK_LABEL
 
 RECREATE_CLASS = "recreate"
 REPLACE_CLASS = "replace"
@@ -41,7 +43,6 @@ UNCHANGED = "unchanged"
 # Report order: what needs attention first.
 CLASSES = (RECREATE_CLASS, REPLACE_CLASS, NATIVE_CLASS, STALE, DELETE, CREATE, IN_PLACE, UNCHANGED)
 
-HOOK_LABEL = ("app.kubernetes.io/managed-by", "raygitops")
 # KubeRay defaults (ray-operator apis/ray/v1 raycluster_types.go).
 DEFAULT_MAX_REPLICAS = 2147483647
 
@@ -455,7 +456,7 @@ def _notes(impact: ClusterImpact, plan_b: Any, plan_h: Any) -> None:
     if plan_h.native:
         impact.notes.append(
             "KubeRay's native Recreate (spec.upgradeStrategy) acts only on a head pod that an "
-            f"operator of the same version created (annotation {native.HASH_ANNOTATION}); on "
+            f"operator of the same version created (annotation {names.NATIVE_HASH_ANNOTATION}); on "
             "a head pod made by KubeRay 1.5 nothing is recreated: run `raygitops presync "
             "--dry-run` against the cluster to check (docs/kuberay-1.6.md)")
     if plan_h.owner and opted_in(plan_h.strategy):

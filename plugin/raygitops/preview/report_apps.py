@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raygitops import jsondoc
+from raygitops.model import jsondoc
 from raygitops.preview import report_json, report_markdown, report_text
 from raygitops.preview.impact import Report
 from raygitops.preview.wording import plural

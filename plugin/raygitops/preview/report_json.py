@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from raygitops import jsondoc
+from raygitops.model import jsondoc
 from raygitops.preview.impact import CLASSES, Report
 from raygitops.preview.wording import verdict
 

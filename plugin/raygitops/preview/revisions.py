@@ -3,7 +3,7 @@
 A revision is materialised into a temporary directory straight from the object database
 (``git ls-tree`` + ``git cat-file --batch``): the working tree, the index and HEAD are never
 touched, and no ``.gitattributes`` export filter rewrites what was committed.  Both sides are
-rendered with :func:`raygitops.pipeline.render_app` and the same values files and environment.
+rendered with :func:`raygitops.render.pipeline.render_app` and the same values files and environment.
 
 Errors name the side and the file as the user knows it (``base: app/cluster.yaml:3: …``),
 never the temporary directory.
@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from raygitops.errors import RaygitopsError
-from raygitops.render import RenderResult
+from raygitops.render.renderer import RenderResult
 
 DIRECTORY = "directory"
 FILE = "file"
@@ -226,7 +226,7 @@ def render_side(
     overrides: Mapping[str, Any] | None = None,
 ) -> RenderedSide:
     """Render one side; every error is re-raised naming the side."""
-    from raygitops.pipeline import render_app
+    from raygitops.render.pipeline import render_app
 
     if side.kind == DIRECTORY and not os.path.isdir(side.path):  # an app added or removed
         return RenderedSide(side, None, [f"{side.path} does not exist at {side.name}"])

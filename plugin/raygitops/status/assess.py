@@ -1,5 +1,5 @@
 """Git against the live cluster, per RayCluster (pure: rendered cluster + live objects in, a
-:class:`ClusterStatus` out).  The hook's own drift rules decide (raygitops.presync.drift), so
+:class:`ClusterStatus` out).  The hook's own drift rules decide (raygitops.model.drift), so
 "drifted" here is exactly what the next sync's hook recreates.
 
 States, most serious first:
@@ -26,13 +26,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops import native, objmeta
-from raygitops.presync import drift
-from raygitops.presync import lock as locks
-from raygitops.render import RenderedCluster
-from raygitops.sources import deep_merge
-from raygitops.presync.replace import replacement_plan, replacement_words
-from raygitops.strategy import RECREATE, REPLACE_GROUPS, cluster_owner, opted_in
+from raygitops.model import native, objmeta
+from raygitops.model import drift
+from raygitops.model import lock as locks
+from raygitops.render.renderer import RenderedCluster
+from raygitops.sources.files import deep_merge
+from raygitops.model.replace import replacement_plan, replacement_words
+from raygitops.model.strategy import RECREATE, REPLACE_GROUPS, cluster_owner, opted_in
+from raygitops.model import names
 
 FAILED, UNVERIFIED, IN_PROGRESS, DRIFTED, NATIVE, STALE, SUSPENDED, ABSENT, IN_SYNC = (
     "failed", "unverified", "in-progress", "drifted", "native", "stale", "suspended", "absent", "in-sync")
@@ -90,12 +91,12 @@ def overlay(live: Any, desired: Any) -> Any:
 def _head_version(pods: list[dict[str, Any]]) -> str | None:
     for pod in pods:
         if drift.group_key(pod) == "head" and not drift.terminating(pod):
-            return objmeta.annotations(pod).get(native.VERSION_ANNOTATION)
+            return objmeta.annotations(pod).get(names.KUBERAY_VERSION_ANNOTATION)
     return None
 
 
 def _lock(live: dict[str, Any]) -> dict[str, Any] | None:
-    text = objmeta.annotations(live).get(locks.LOCK_ANNOTATION)
+    text = objmeta.annotations(live).get(names.LOCK_ANNOTATION)
     if text is None:
         return None
     lock = locks.parse(text)

@@ -12,8 +12,8 @@ from typing import Any
 
 import click
 
-from raygitops.clierrors import guarded
-from raygitops.cliopts import app_path, values_option
+from raygitops.cli.failures import guarded
+from raygitops.cli.options import app_path, values_option
 from raygitops.errors import RaygitopsError
 
 EXIT_NOT_IN_SYNC = 3
@@ -33,9 +33,9 @@ EXIT_NOT_IN_SYNC = 3
 def status(path: str, values: tuple[str, ...], kubeconfig: str | None, context: str | None, fmt: str,
            **overrides: Any) -> None:
     """Compare the app at APP (as render renders it) with the live cluster, per RayCluster."""
-    from raygitops.pipeline import render_app
-    from raygitops.presync.credentials import load_credentials
-    from raygitops.presync.kubeapi import ApiError, Kube
+    from raygitops.render.pipeline import render_app
+    from raygitops.kube.credentials import load_credentials
+    from raygitops.kube.client import ApiError, Kube
     from raygitops.status import report
     from raygitops.status.live import statuses
 

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from raygitops import objmeta
-from raygitops.presync import drift
-from raygitops.presync.kubeapi import ApiError, Kube
-from raygitops.render import RenderResult
+from raygitops.model import objmeta
+from raygitops.model import drift
+from raygitops.kube.client import ApiError, Kube
+from raygitops.render.renderer import RenderResult
 from raygitops.status.assess import ClusterStatus, assess, crd_knows_upgrade_strategy
+from raygitops.model import names
 
 
 def _crd_knows(kube: Kube) -> tuple[bool | None, str | None]:
@@ -32,7 +33,7 @@ def statuses(kube: Kube, result: RenderResult) -> list[ClusterStatus]:
         ns = cluster.namespace
         if ns not in live:
             clusters = {objmeta.meta(c).get("name"): c for c in kube.list_clusters(ns)}
-            pods, _ = kube.list_pods(ns, drift.CLUSTER_LABEL)
+            pods, _ = kube.list_pods(ns, names.CLUSTER_LABEL)
             live[ns] = (clusters, drift.pods_by_cluster(pods))
         clusters, pods_by = live[ns]
         status = assess(cluster, clusters.get(cluster.name), pods_by.get(cluster.name, []), crd_knows)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from raygitops import jsondoc
+from raygitops.model import jsondoc
 from raygitops.status.assess import IN_SYNC, STATES, ClusterStatus
 
 SCHEMA_VERSION = 1

@@ -23,17 +23,15 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from raygitops.canonical import canonical_bytes
+from raygitops.model.canonical import canonical_bytes
+from raygitops.model.names import CONFIG_HASH_ANNOTATION, SECRET_HASH_ANNOTATION
 
-TRACK_ANNOTATION = "raygitops.dev/hash-config"  # "false": this cluster's config is not hashed
 CONFIGMAP, SECRET = "ConfigMap", "Secret"
 # the annotation each kind's hash is stamped under, and its scheme
-HASH_ANNOTATIONS = {CONFIGMAP: "raygitops.dev/config-hash", SECRET: "raygitops.dev/secret-hash"}
+HASH_ANNOTATIONS = {CONFIGMAP: CONFIG_HASH_ANNOTATION, SECRET: SECRET_HASH_ANNOTATION}
 SCHEMES = {CONFIGMAP: "c1", SECRET: "s1"}
 DRIFTS = {CONFIGMAP: "config-hash", SECRET: "secret-hash"}  # how the hook names a drift by each
 RESOURCES = {CONFIGMAP: "configmaps", SECRET: "secrets"}  # the API resource of each kind
-CONFIG_HASH_ANNOTATION = HASH_ANNOTATIONS[CONFIGMAP]
-SECRET_HASH_ANNOTATION = HASH_ANNOTATIONS[SECRET]
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

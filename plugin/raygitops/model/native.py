@@ -18,19 +18,17 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from raygitops.canonical import normalize
-from raygitops.convert import version_tuple
-from raygitops.crddefaults import strip_defaults
+from raygitops.model.canonical import normalize
+from raygitops.model.convert import version_tuple
+from raygitops.model.crddefaults import strip_defaults
 
 FIRST_VERSION = "1.6"
-HASH_ANNOTATION = "ray.io/upgrade-strategy-recreate-hash"
-VERSION_ANNOTATION = "ray.io/kuberay-version"
 _MUTED_WORKER_KEYS = ("replicas", "minReplicas", "maxReplicas")
 _MUTED_POD_KEYS = ("tolerations", "schedulingGates")
 
 
 def knows_upgrade_strategy(version: str) -> bool:
-    """Whether KubeRay ``version`` (as :func:`raygitops.convert.kuberay_version` returns it)
+    """Whether KubeRay ``version`` (as :func:`raygitops.model.convert.kuberay_version` returns it)
     has ``spec.upgradeStrategy``."""
     return version_tuple(version)[:2] >= version_tuple(FIRST_VERSION)
 

@@ -14,11 +14,12 @@ from typing import Any, Callable, Mapping
 
 import yaml
 
-from raygitops import __version__, convert
+from raygitops import __version__
+from raygitops.model import convert
 from raygitops.errors import RaygitopsError
-from raygitops.hashing import DEFAULT_IGNORED_KEYS
-from raygitops.plan import HookSettings
-from raygitops.yamlio import decode, library_error
+from raygitops.model.hashing import DEFAULT_IGNORED_KEYS
+from raygitops.model.plan import HookSettings
+from raygitops.sources.yamlio import decode, library_error
 
 CONFIG_NAMES = ("raygitops.yaml", "raygitops.yml")
 # The hook image: hook.image, else RAYGITOPS_HOOK_IMAGE (the Argo CD sidecar passes its own
@@ -42,7 +43,7 @@ class Settings:
     # spec.upgradeStrategy it would drop, diff predicts what that operator does.
     kuberay_version: str | None = None
     hook_image: str = DEFAULT_IMAGE
-    # the hook's own defaults (raygitops.plan.HookSettings): one source
+    # the hook's own defaults (raygitops.model.plan.HookSettings): one source
     drain_grace_seconds: int = HookSettings.drain_grace_seconds
     timeout_seconds: int = HookSettings.timeout_seconds
     max_parallel: int = HookSettings.max_parallel
@@ -52,7 +53,7 @@ class Settings:
     # Helm's post-renderer: the hook objects are Helm hooks, and objects that name no namespace
     # stay without one (Helm puts them in the release namespace, which it does not tell us).
     helm: bool = False
-    # Check RayClusters against the CRD schema (raygitops.crdschema); diff turns it off for the
+    # Check RayClusters against the CRD schema (raygitops.model.crdschema); diff turns it off for the
     # base revision, which is what runs today whatever it holds.
     validate_schema: bool = True
     # pod-template label/annotation keys (patterns) left out of the template hash
@@ -62,7 +63,7 @@ class Settings:
     unmask_names: list[str] = field(default_factory=list)
 
 
-# Settings field -> its converter (raygitops.convert): every source goes through the same one,
+# Settings field -> its converter (raygitops.model.convert): every source goes through the same one,
 # so a value is refused alike from raygitops.yaml, an Argo CD parameter or a flag.
 CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "values_files": convert.string_list,
@@ -147,7 +148,7 @@ def _apply_mapping(
 
 def load_config(settings: Settings, config: Path, display: str) -> None:
     """Apply the app config file onto ``settings``."""
-    from raygitops.yamlio import check_nesting
+    from raygitops.sources.yamlio import check_nesting
 
     text = decode(config.read_bytes(), display)
     try:

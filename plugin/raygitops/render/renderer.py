@@ -11,24 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from raygitops import configrefs, crdschema, native, strategy
+from raygitops.model import configrefs, crdschema, native, strategy
 from raygitops.errors import RaygitopsError, printable
-from raygitops.hashing import (
-    HASHES_ANNOTATION,
-    GroupHashes,
-    HashRules,
-    PodShapingSpec,
-    hash_spec,
-    pod_shaping_spec,
-    stamp_group,
-)
-from raygitops.hookresources import LABELS as HOOK_LABELS
-from raygitops.hookresources import hook_resources
-from raygitops.k8snames import object_problem
-from raygitops.objmeta import annotations, set_annotation
-from raygitops.plan import ClusterPlan, HookSettings, PackedCluster, Plan
-from raygitops.settings import Settings
-from raygitops.yamlio import Document
+from raygitops.model.hashing import GroupHashes, HashRules, PodShapingSpec, hash_spec, pod_shaping_spec, stamp_group
+from raygitops.model.names import HASHES_ANNOTATION
+from raygitops.render.hookresources import LABELS as HOOK_LABELS
+from raygitops.render.hookresources import hook_resources
+from raygitops.model.k8snames import object_problem
+from raygitops.model.objmeta import annotations, set_annotation
+from raygitops.model.plan import ClusterPlan, HookSettings, PackedCluster, Plan
+from raygitops.sources.settings import Settings
+from raygitops.sources.yamlio import Document
+from raygitops.model import names
 
 
 @dataclass
@@ -80,12 +74,12 @@ def _stamp_config(obj: dict[str, Any], spec: dict[str, Any], configs: ConfigInde
     """Stamp each group template with its config hashes (or remove stale ones); the hashes
     by kind and group key, each group's config (tracked and untracked references), and the
     ConfigMaps and Secrets of its namespace (none when ``configs`` is None: not tracked)."""
-    track = annotations(obj).get(configrefs.TRACK_ANNOTATION, "true")
+    track = annotations(obj).get(names.TRACK_ANNOTATION, "true")
     if not isinstance(track, str):
-        raise RaygitopsError(f"annotation {configrefs.TRACK_ANNOTATION}: is {type(track).__name__} "
+        raise RaygitopsError(f"annotation {names.TRACK_ANNOTATION}: is {type(track).__name__} "
                              f"{printable(repr(track))[:40]}, not a string (quote it: 'false')")
     if track not in ("true", "false"):
-        raise RaygitopsError(f"annotation {configrefs.TRACK_ANNOTATION}: {printable(repr(track))[:60]} "
+        raise RaygitopsError(f"annotation {names.TRACK_ANNOTATION}: {printable(repr(track))[:60]} "
                              "is not true or false")
     groups = [("head", spec["headGroupSpec"])] + [(f"worker:{g['groupName']}", g)
                                                   for g in spec.get("workerGroupSpecs") or []]
@@ -153,7 +147,7 @@ def _check_operator_knows_upgrade_strategy(version: str | None) -> None:
             f"spec.upgradeStrategy: KubeRay {version} does not know this field (added in "
             f"{native.FIRST_VERSION}); its CRD drops it, so the operator would never recreate. "
             "Drop keepUpgradeStrategy (raygitops then carries the strategy in the "
-            f"{strategy.STRATEGY_ANNOTATION} annotation) or correct kuberayVersion"
+            f"{names.STRATEGY_ANNOTATION} annotation) or correct kuberayVersion"
         )
 
 
@@ -228,7 +222,7 @@ class ConfigIndex:
     documents go past.  A RayCluster may read one that comes later in the app, or that is
     not in it: the first such reference reads the app once more for them (so render never
     needs every document in memory at once); documents read from text then parse only those
-    that may hold one (:func:`raygitops.yamlio.documents_holding`)."""
+    that may hold one (:func:`raygitops.sources.yamlio.documents_holding`)."""
 
     def __init__(self, documents: Iterable[Document], default_namespace: str | None) -> None:
         self._documents = documents

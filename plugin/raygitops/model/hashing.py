@@ -14,12 +14,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops.canonical import canonical_bytes
+from raygitops.model.canonical import canonical_bytes
 from raygitops.errors import RaygitopsError
+from raygitops.model.names import HASH_ANNOTATION
 
 SCHEME = "h1"
-HASH_ANNOTATION = "raygitops.dev/template-hash"
-HASHES_ANNOTATION = "raygitops.dev/template-hashes"
 # Pod-template label and annotation keys left out of the hash by default (raygitops.yaml
 # `hash.ignore` replaces the list): bookkeeping that changes with every chart release and
 # says nothing about what the pods run.  Shell-style patterns.

@@ -1,6 +1,6 @@
 """The ONLY module of the hook that talks to the API server.
 
-Credentials come from :mod:`raygitops.presync.credentials`.  Requests go through one urllib3 pool with plain JSON dicts in and out, so
+Credentials come from :mod:`raygitops.kube.credentials`.  Requests go through one urllib3 pool with plain JSON dicts in and out, so
 that the hook controls retries and watch streams and never pays for model deserialisation
 of a thousand pods.
 
@@ -21,7 +21,7 @@ from urllib.parse import quote, urlencode
 
 import urllib3
 
-from raygitops.presync.credentials import Credentials
+from raygitops.kube.credentials import Credentials
 
 RAY_GROUP = "ray.io"
 RAY_VERSION = "v1"

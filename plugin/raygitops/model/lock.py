@@ -23,9 +23,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-# Defined with the other hook-owned names (render refuses them in its input).
-from raygitops.strategy import LAST_ANNOTATION, LOCK_ANNOTATION, OUTCOME_ANNOTATION  # noqa: F401 - re-exported
-
 LOCKED, SUSPENDED, RESUMED, REPLACING = "locked", "suspended", "resumed", "replacing"
 # Outcomes in the last-recreate record: only COMPLETED means "seen ready"; a later run waits
 # for readiness again after the others (docs/presync.md, "A failed recreate stays failed").

@@ -7,23 +7,20 @@ desired pod-shaping spec.  Versioned JSON; the hook refuses a plan it does not u
 from __future__ import annotations
 
 import dataclasses
-import gzip
 import hashlib
 import json
-import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Sequence
 
-from raygitops import __version__, convert, strategy
-from raygitops.configrefs import CONFIGMAP, SECRET
+from raygitops import __version__
+from raygitops.model import convert, strategy
+from raygitops.model.configrefs import CONFIGMAP, SECRET
 from raygitops.errors import RaygitopsError
-from raygitops.hashing import NO_RULES, SCHEME, GroupHashes, HashRules, PodShapingSpec
+from raygitops.model.hashing import NO_RULES, SCHEME, GroupHashes, HashRules, PodShapingSpec
 
 PLAN_API_VERSION = "raygitops.dev/v1"
 PLAN_KIND = "PresyncPlan"
 SECRETS_KIND = "PresyncSecrets"
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -198,7 +195,7 @@ class HookSettings:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "HookSettings":
-        """The bounds render enforces (raygitops.convert) hold for a plan read back too."""
+        """The bounds render enforces (raygitops.model.convert) hold for a plan read back too."""
         fields = {"drainGraceSeconds": ("drain_grace_seconds", convert.integer_in(*convert.DRAIN_GRACE_SECONDS)),
                   "timeoutSeconds": ("timeout_seconds", convert.integer_in(*convert.TIMEOUT_SECONDS)),
                   "maxParallel": ("max_parallel", convert.integer_in(*convert.MAX_PARALLEL)),
@@ -295,7 +292,7 @@ def secrets_json(plan: Plan) -> str:
                        "secrets": plan.secrets}, sort_keys=True, separators=(",", ":"))
 
 
-def _secrets_from_json(data: Any) -> tuple[str | None, dict[str, dict[str, Any]]]:
+def secrets_from_json(data: Any) -> tuple[str | None, dict[str, dict[str, Any]]]:
     if not isinstance(data, dict) or data.get("kind") != SECRETS_KIND or data.get("apiVersion") != PLAN_API_VERSION:
         raise RaygitopsError(f"not a raygitops secrets file ({PLAN_API_VERSION} {SECRETS_KIND} expected)")
     try:
@@ -303,39 +300,6 @@ def _secrets_from_json(data: Any) -> tuple[str | None, dict[str, dict[str, Any]]
         return namespace, _contents(data.get("secrets") or {}, "secrets", ("data",))
     except ValueError as err:
         raise RaygitopsError(f"malformed secrets file: {err}") from None
-
-
-def _read_json(path: str, what: str, parse: Callable[[Any], T]) -> T:
-    """Read a JSON file the hook's Job mounts (``<path>.gz`` beside it when render had to
-    compress it), parsed by ``parse``; errors name the file."""
-    for candidate in (Path(path), Path(path + ".gz")):
-        if candidate.is_file():
-            try:
-                raw = candidate.read_bytes()
-                if candidate.suffix == ".gz":
-                    raw = gzip.decompress(raw)
-                return parse(json.loads(raw))
-            except json.JSONDecodeError as err:
-                raise RaygitopsError(f"{what} is not JSON: {err.msg}", str(candidate), err.lineno) from None
-            except UnicodeDecodeError:
-                raise RaygitopsError(f"{what} is not UTF-8 JSON", str(candidate)) from None
-            except RecursionError:
-                raise RaygitopsError(f"{what} nests too deeply", str(candidate)) from None
-            except (OSError, EOFError, zlib.error) as err:  # gzip.BadGzipFile is an OSError
-                raise RaygitopsError(f"cannot read the {what}: {err}", str(candidate)) from None
-            except RaygitopsError as err:
-                raise err.located(str(candidate)) from None
-    raise RaygitopsError(f"{what} file not found", path)
-
-
-def load_plan(path: str) -> Plan:
-    """Read a plan file (or ``plan.json.gz`` beside it)."""
-    return _read_json(path, "plan", Plan.from_json)
-
-
-def load_secrets(path: str) -> tuple[str | None, dict[str, dict[str, Any]]]:
-    """Read a secrets file (or its ``.gz``): its plan's namespace and the Secrets' content."""
-    return _read_json(path, "secrets", _secrets_from_json)
 
 
 def _shown(namespace: str | None) -> str:

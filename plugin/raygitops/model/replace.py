@@ -24,10 +24,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from raygitops.objmeta import meta
-from raygitops.plan import ClusterPlan
-from raygitops.presync.drift import group_key, owned_by, pod_ready, runs_desired, terminating, worker_pods
-from raygitops.strategy import DEFAULT_MAX_UNAVAILABLE, resolve_max_unavailable
+from raygitops.model.objmeta import meta
+from raygitops.model.plan import ClusterPlan
+from raygitops.model.drift import group_key, owned_by, pod_ready, runs_desired, terminating, worker_pods
+from raygitops.model.strategy import DEFAULT_MAX_UNAVAILABLE, resolve_max_unavailable
 
 
 @dataclass
@@ -140,7 +140,7 @@ def replacement(plan: ClusterPlan, changed: dict[str, dict[str, Any]], removed: 
 
 def replacement_plan(plan: ClusterPlan, drifted: dict[str, Any]) -> dict[str, Any]:
     """:func:`replacement` of a cluster whose worker groups ``drifted`` (``worker:<name>`` ->
-    :class:`~raygitops.presync.drift.GroupDrift`), counted in live pods."""
+    :class:`~raygitops.model.drift.GroupDrift`), counted in live pods."""
     counts = {key.split(":", 1)[1]: ({"min": d.pods, "max": d.pods}, d.how == "removed-group")
               for key, d in sorted(drifted.items())}
     return replacement(plan,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from raygitops import quantity
+from raygitops.model import quantity
+from raygitops.model.names import ANNOTATION_PREFIX
 
-ANNOTATION_PREFIX = "raygitops.dev/"
 _QUANTITY_MAPS = frozenset({"limits", "requests", "overhead", "capacity"})
 _QUANTITY_KEYS = frozenset({"sizeLimit"})
 

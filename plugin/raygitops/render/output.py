@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, TextIO
 
 from raygitops.errors import RaygitopsError
-from raygitops.plan import secrets_json
-from raygitops.yamlio import dump, dump_stream
+from raygitops.model.plan import secrets_json
+from raygitops.sources.yamlio import dump, dump_stream
+from raygitops.model.names import OUT_MARKER
 
-OUT_MARKER = ".raygitops-out"
 SPOOL_IN_MEMORY = 4 << 20
 CLUSTER_SCOPED_DIR = "_cluster"
 CLUSTER_SCOPED_KINDS = frozenset(

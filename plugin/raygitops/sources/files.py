@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from raygitops.errors import RaygitopsError, printable
-from raygitops.output import OUT_MARKER
-from raygitops.settings import CONFIG_NAMES, Settings, argocd_parameters
-from raygitops.yamlio import Document, decode, documents_holding, load_documents
+from raygitops.model.names import OUT_MARKER
+from raygitops.sources.settings import CONFIG_NAMES, Settings, argocd_parameters
+from raygitops.sources.yamlio import Document, decode, documents_holding, load_documents
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 TEMPLATE_SUFFIX = ".j2"
@@ -192,7 +192,7 @@ class AppDocuments:
 
     def holding(self, words: tuple[str, ...]) -> Iterator[Document]:
         """Only the documents in which a scalar may be one of ``words``, the others not
-        parsed (:func:`raygitops.yamlio.documents_holding`)."""
+        parsed (:func:`raygitops.sources.yamlio.documents_holding`)."""
         for path in self._files:
             yield from documents_holding(*self._read(path), words)
 
@@ -202,7 +202,7 @@ class AppDocuments:
         text = read_text(self._root, path, display)
         if path.name.endswith(TEMPLATE_SUFFIX):
             if self._renderer is None:
-                from raygitops.templating import TemplateRenderer
+                from raygitops.sources.templating import TemplateRenderer
 
                 self._renderer = TemplateRenderer(self._root, self._context())
             text = self._renderer.render(path, display)

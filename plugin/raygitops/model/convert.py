@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable
 
-from raygitops import k8snames
+from raygitops.model import k8snames
 
 # Bounds of the hook settings (docs/validation.md): render refuses a value outside them from
 # any source and the hook refuses a plan that holds one.

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from raygitops.convert import version_tuple
+from raygitops.model.convert import version_tuple
 from raygitops.errors import closest
 
 # minor version -> package data file; scripts/make_crd_schemas.py writes them

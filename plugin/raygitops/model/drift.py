@@ -18,29 +18,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops.configrefs import DRIFTS, HASH_ANNOTATIONS
-from raygitops.crddefaults import strip_defaults
-from raygitops.hashing import (
-    HASH_ANNOTATION,
-    HASHES_ANNOTATION,
-    NO_RULES,
-    GroupHashes,
-    HashRules,
-    digest_of,
-    hash_cluster,
-    is_hash,
-    scheme_of,
-)
-from raygitops.native import HASH_ANNOTATION as NATIVE_HASH_ANNOTATION
-from raygitops.objmeta import annotations, labels, meta
-from raygitops.plan import ClusterPlan
-from raygitops.presync import lock as locks
-from raygitops.strategy import REPLACE_GROUPS, cluster_owner, opted_in
+from raygitops.model.configrefs import DRIFTS, HASH_ANNOTATIONS
+from raygitops.model.crddefaults import strip_defaults
+from raygitops.model.hashing import NO_RULES, GroupHashes, HashRules, digest_of, hash_cluster, is_hash, scheme_of
+from raygitops.model.names import HASH_ANNOTATION, HASHES_ANNOTATION
+from raygitops.model.names import NATIVE_HASH_ANNOTATION
+from raygitops.model.objmeta import annotations, labels, meta
+from raygitops.model.plan import ClusterPlan
+from raygitops.model import lock as locks
+from raygitops.model.strategy import REPLACE_GROUPS, cluster_owner, opted_in
+from raygitops.model import names
+from raygitops.model.names import CLUSTER_LABEL, GROUP_LABEL, HEAD_GROUP, NODE_TYPE_LABEL
 
-CLUSTER_LABEL = "ray.io/cluster"
-GROUP_LABEL = "ray.io/group"
-NODE_TYPE_LABEL = "ray.io/node-type"
-HEAD_GROUP = "headgroup"
 
 SKIP = "skip"
 IN_SYNC = "in-sync"
@@ -166,7 +155,7 @@ def decide(namespace: str, plan: ClusterPlan, live: dict[str, Any] | None,
         return d
     d.resource_version = meta(live).get("resourceVersion")
     owner = plan.owner or cluster_owner(live)
-    lock_text = annotations(live).get(locks.LOCK_ANNOTATION)
+    lock_text = annotations(live).get(names.LOCK_ANNOTATION)
     if lock_text is not None:
         return _decide_locked(d, plan, owner, lock_text, live, pods)
     skipped = _not_recreated(plan, owner)
@@ -363,7 +352,7 @@ def native_warnings(plan: ClusterPlan, live: dict[str, Any] | None, pods: list[d
 def last_recreate(live: dict[str, Any]) -> dict[str, Any] | None:
     """The ``raygitops.dev/last-recreate`` record of the live cluster (None if absent or
     unreadable)."""
-    text = annotations(live).get(locks.LAST_ANNOTATION)
+    text = annotations(live).get(names.LAST_ANNOTATION)
     try:
         doc = json.loads(text) if isinstance(text, str) else None
     except ValueError:

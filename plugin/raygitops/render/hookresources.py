@@ -14,9 +14,10 @@ import base64
 import gzip
 from typing import Any
 
-from raygitops.configrefs import CONFIGMAP, RESOURCES, SECRET
-from raygitops.plan import Plan, secrets_json
-from raygitops.settings import Settings
+from raygitops.model.configrefs import CONFIGMAP, RESOURCES, SECRET
+from raygitops.model.plan import Plan, secrets_json
+from raygitops.model.names import HOOK_LABEL
+from raygitops.sources.settings import Settings
 
 NAME = "raygitops-presync"
 PLAN_CONFIGMAP = "raygitops-plan"
@@ -45,7 +46,7 @@ RULES: list[dict[str, Any]] = [
 LABELS = {
     "app.kubernetes.io/name": "raygitops",
     "app.kubernetes.io/component": "presync-hook",
-    "app.kubernetes.io/managed-by": "raygitops",
+    HOOK_LABEL[0]: HOOK_LABEL[1],
 }
 
 
@@ -87,7 +88,7 @@ def _meta(name: str, plan: Plan, wave: int, settings: Settings) -> dict[str, Any
 
 def _packed(key: str, text: str) -> tuple[str, bytes]:
     """A file for the Job: ``key`` as it is, or gzip'ed as ``key.gz`` when large (a
-    ConfigMap or Secret holds at most 1 MiB; the hook reads either, plan.load_plan)."""
+    ConfigMap or Secret holds at most 1 MiB; the hook reads either, presync.planfiles)."""
     if len(text.encode()) > PLAN_COMPRESS_BYTES:
         return key + ".gz", gzip.compress(text.encode(), mtime=0)
     return key, text.encode()

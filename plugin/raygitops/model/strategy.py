@@ -9,12 +9,15 @@ import re
 from typing import Any, Iterable
 
 from raygitops.errors import RaygitopsError, closest, printable
-from raygitops.objmeta import annotations, labels, meta, set_annotation
+from raygitops.model.objmeta import annotations, labels, meta, set_annotation
+from raygitops.model.names import (
+    HOOK_OWNED_ANNOTATIONS,
+    MAX_UNAVAILABLE_ANNOTATION,
+    MAX_UNAVAILABLE_BY_GROUP_ANNOTATION,
+    ORIGIN_LABEL,
+    STRATEGY_ANNOTATION,
+)
 
-STRATEGY_ANNOTATION = "raygitops.dev/upgrade-strategy"
-MAX_UNAVAILABLE_ANNOTATION = "raygitops.dev/max-unavailable"
-# per worker group, over the cluster's: "gpu=1, cpu=50%"
-MAX_UNAVAILABLE_BY_GROUP_ANNOTATION = "raygitops.dev/max-unavailable-by-group"
 RECREATE = "Recreate"
 REPLACE_GROUPS = "ReplaceGroups"  # only the changed worker groups' pods, in batches (docs/presync.md)
 NONE = "None"
@@ -23,19 +26,9 @@ ANNOTATION_STRATEGIES = (RECREATE, REPLACE_GROUPS, NONE)
 OPTED_IN = (RECREATE, REPLACE_GROUPS)  # the hook acts on the cluster
 DEFAULT_MAX_UNAVAILABLE = "100%"
 OWNER_KINDS = ("RayJob", "RayService")
-ORIGIN_LABEL = "ray.io/originated-from-crd"
 # Where RayJob and RayService embed a RayCluster spec.
 EMBEDDED_SPEC = {"RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}
 
-# Annotations only the PreSync hook writes (its state on the live RayCluster).  One in a
-# manifest would be applied by every sync and read back by the hook as its own state, so
-# render refuses them in its input.
-LOCK_ANNOTATION = "raygitops.dev/recreate"
-LAST_ANNOTATION = "raygitops.dev/last-recreate"
-# The last recreate's outcome alone, as a plain string: Argo CD's Lua health check has no
-# JSON (nor string) library to read it from LAST_ANNOTATION.
-OUTCOME_ANNOTATION = "raygitops.dev/last-recreate-outcome"
-HOOK_OWNED_ANNOTATIONS = (LOCK_ANNOTATION, LAST_ANNOTATION, OUTCOME_ANNOTATION)
 
 
 def _spec_strategy(spec: Any) -> str | None:

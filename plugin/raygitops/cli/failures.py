@@ -1,7 +1,7 @@
 """The CLI boundary: every failure of a command becomes one line on stderr and exit 1.
 
 Its own module, so that the commands of ``presync/``, ``preview/`` and ``status/`` do not
-import ``raygitops.cli`` (which imports them back, lazily).
+import ``raygitops.cli.main`` (which imports them back, lazily).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import click
 
-from raygitops import helmplugin
+from raygitops.cli import helmplugin
 from raygitops.errors import RaygitopsError
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from raygitops.errors import RaygitopsError
-from raygitops.render import Render, RenderResult
-from raygitops.settings import (
+from raygitops.render.renderer import Render, RenderResult
+from raygitops.sources.settings import (
     Settings,
     apply_environment,
     apply_overrides,
@@ -22,7 +22,7 @@ from raygitops.settings import (
     find_config,
     load_config,
 )
-from raygitops.sources import (
+from raygitops.sources.files import (
     TEMPLATE_SUFFIX,
     check_app_file,
     load_values,
@@ -31,7 +31,7 @@ from raygitops.sources import (
     read_text,
     template_context,
 )
-from raygitops.yamlio import Document, TextDocuments, decode
+from raygitops.sources.yamlio import Document, TextDocuments, decode
 
 STDIN = "-"
 
@@ -67,7 +67,7 @@ def read_documents(
     stdin: Any = None, template_stdin: bool = False,
 ) -> Iterable[Document]:
     """The documents of a directory, one file, or stdin (``-``), parsed as they are iterated
-    (each iteration parses again: render's :class:`~raygitops.render.ConfigIndex` may look
+    (each iteration parses again: render's :class:`~raygitops.render.renderer.ConfigIndex` may look
     ahead).  A single ``*.j2`` file is templated as in a directory (the values of
     ``--values``), and stdin when asked (``--template``: a helm or kustomize stream may hold
     ``{{ }}`` of its own); values files given are read, and refused when missing or broken,
@@ -76,7 +76,7 @@ def read_documents(
         values = load_values([(Path(v), v) for v in cli_values], settings.value_overrides, None)
         text = decode(read_stdin(stdin or sys.stdin.buffer, "<stdin>"), "<stdin>")
         if template_stdin:
-            from raygitops.templating import TemplateRenderer
+            from raygitops.sources.templating import TemplateRenderer
 
             # includes resolve inside the working directory, as they would inside an app
             text = TemplateRenderer(Path.cwd().resolve(), template_context(values, env)).render_text(text, "<stdin>")
@@ -89,7 +89,7 @@ def read_documents(
         root = target.resolve().parent
         text = read_text(root, target, path)
         if target.name.endswith(TEMPLATE_SUFFIX):
-            from raygitops.templating import TemplateRenderer
+            from raygitops.sources.templating import TemplateRenderer
 
             text = TemplateRenderer(root, template_context(values, env)).render(target, path)
         return TextDocuments(text, path)
@@ -107,7 +107,7 @@ def start_render(
     template_stdin: bool = False,
     keep: bool = True,
 ) -> Render:
-    """An app's render, ready to yield its objects (:class:`raygitops.render.Render`; with
+    """An app's render, ready to yield its objects (:class:`raygitops.render.renderer.Render`; with
     ``keep=False`` the result keeps none of them: the caller writes each as it comes)."""
     env = os.environ if env is None else env
     settings = resolve_settings(path, config, env, overrides or {})

@@ -1,0 +1,1 @@
+"""The command line: the command group, options and the error boundary shared by commands."""

@@ -1,0 +1,1 @@
+"""The Kubernetes layer: the only code that talks to the API server."""
