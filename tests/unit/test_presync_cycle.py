@@ -12,7 +12,7 @@ import pytest
 from raygitops.model.names import HASH_ANNOTATION
 from raygitops.model.plan import Plan
 from raygitops.presync import cycle, prompt
-from raygitops.model import drift
+from raygitops.model import pods, verdict
 from raygitops.model import lock as locks
 from raygitops.kube.client import ApiError, Conflict, Gone, NotFound, StreamBroken
 from raygitops.presync.logs import Log
@@ -294,7 +294,7 @@ def test_live_holder_is_waited_for_then_in_sync(writer_clock):
     kube.add_cluster("demo", stamped(OLD))
     plan = make_plan(spec=NEW)
     pods = kube.pods_of("demo")
-    decision = drift.decide(NS, plan, kube.clusters[(NS, "demo")], pods)
+    decision = verdict.decide(NS, plan, kube.clusters[(NS, "demo")], pods)
     # another hook holds a fresh lock; it finishes while we wait
     other = locks.new_lock("other/2/y", plan.hashes.to_json(), None, time.time() + writer_clock)
     kube.clusters[(NS, "demo")]["metadata"]["annotations"][names.LOCK_ANNOTATION] = other.to_annotation()

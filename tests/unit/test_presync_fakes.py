@@ -243,6 +243,12 @@ class FakeKube:
         self._count("dry-run")
         return self.crd_has_upgrade_strategy
 
+    def get_raycluster_crd(self) -> dict[str, Any] | None:
+        """The RayCluster CRD's served schema, as far as ``raygitops status`` reads it."""
+        self._count("get")
+        spec = {"properties": {"upgradeStrategy": {"type": "object"}} if self.crd_has_upgrade_strategy else {}}
+        return {"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {"properties": {"spec": spec}}}}]}}
+
     def patch_cluster(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         self._count("patch")
         with self.lock:

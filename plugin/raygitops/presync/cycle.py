@@ -46,8 +46,9 @@ from typing import Any, Callable, Iterator
 
 from raygitops.model import objmeta
 from raygitops.model.plan import ClusterPlan
-from raygitops.presync import configlive, drain, events, patches, polling, prompt
-from raygitops.model import drift, replace
+from raygitops.model import pods as podsmod
+from raygitops.model import verdict
+from raygitops.presync import configlive, drain, events, patches, polling, prompt, replace
 from raygitops.presync.budget import Budget
 from raygitops.model import lock as locks
 from raygitops.kube.client import ApiError, Conflict, Gone, NotFound, StreamBroken
@@ -135,13 +136,6 @@ def next_step(live: dict[str, Any] | None, holder: str, unchanged_for: float = 0
     return WAIT_READY
 
 
-def replace_plan(decision: drift.Decision) -> tuple[bool, tuple[str, ...]]:
-    """Whether the decision is a replacement, and of which (still existing) worker groups."""
-    groups = tuple(sorted(k.split(":", 1)[1] for k, v in decision.drift.items()
-                          if k.startswith("worker:") and v.how != "removed-group"))
-    return decision.action == drift.REPLACE_ACTION, groups
-
-
 def replace_lock(lock: locks.Lock, groups: tuple[str, ...], now: float) -> locks.Lock:
     """The lock of a replacement: phase ``replacing``, recording the groups it replaces."""
     return dataclasses.replace(lock.at(locks.REPLACING, now), groups=groups)
@@ -184,7 +178,7 @@ def test_pause(step: str, log: Log, cluster: str) -> None:
 
 
 class Cycle:
-    def __init__(self, kube: Any, log: Log, namespace: str, plan: ClusterPlan, decision: drift.Decision,
+    def __init__(self, kube: Any, log: Log, namespace: str, plan: ClusterPlan, decision: verdict.Verdict,
                  opts: Options, holder: str, clock: Callable[[], float] = time.time,
                  config: dict[str, dict[str, dict[str, Any]]] | None = None):
         self.kube, self.log, self.ns, self.plan = kube, log, namespace, plan
@@ -203,7 +197,7 @@ class Cycle:
         self.suspend_writes = 0
         self.started: float | None = None  # time.monotonic() of our first write
         # ReplaceGroups: the worker groups to replace, and the pods this run deleted per group
-        self.replace, self.groups = replace_plan(decision)
+        self.replace, self.groups = decision.replaces, decision.replaced_groups()
         self.deleted: dict[str, int] = {}
         self.removed_deleted = 0
         self._progress = ""
@@ -438,11 +432,11 @@ class Cycle:
 
     def _still_drifted(self) -> bool:
         pods, _ = self.kube.list_pods(self.ns, f"{names.CLUSTER_LABEL}={self.plan.name}")
-        decision = drift.decide(self.ns, self.plan, self.live, pods)
+        decision = verdict.decide(self.ns, self.plan, self.live, pods)
         self.log.info(self.key, "check", f"re-checked after waiting: {decision.action}: {decision.reason}")
-        if decision.action in drift.CYCLE_ACTIONS:
+        if decision.action in verdict.CYCLES:
             self.decision = decision
-            self.replace, self.groups = replace_plan(decision)
+            self.replace, self.groups = decision.replaces, decision.replaced_groups()
             return True
         return False
 
@@ -530,7 +524,7 @@ class Cycle:
                                [g for g in self.plan.pod_spec.workers if g not in self.groups])
 
     def _replace_batch(self) -> None:
-        """One turn: delete what :func:`~raygitops.model.replace.next_batch` allows, then
+        """One turn: delete what :func:`~raygitops.presync.replace.next_batch` allows, then
         wait a poll; when nothing is stale any more, wait for readiness and unlock."""
         lock = self._my_lock()
         pods, _ = self.kube.list_pods(self.ns, f"{names.CLUSTER_LABEL}={self.plan.name}")
@@ -544,7 +538,7 @@ class Cycle:
             self._unlock()
             return
         for pod in batch.delete:
-            name, group = objmeta.meta(pod).get("name", ""), (drift.group_key(pod) or ":").split(":", 1)[1]
+            name, group = objmeta.meta(pod).get("name", ""), (podsmod.group_key(pod) or ":").split(":", 1)[1]
             if self.kube.delete_pod(self.ns, name, objmeta.meta(pod).get("uid")):
                 if group in self.groups or group in self.plan.pod_spec.workers:
                     self.deleted[group] = self.deleted.get(group, 0) + 1
@@ -574,7 +568,7 @@ class Cycle:
                           f"again ({self.suspend_writes + 1} of at most {MAX_SUSPEND_WRITES})")
             self._sleep(2.0 ** (self.suspend_writes - 1))
         pods, _ = self.kube.list_pods(self.ns, f"{names.CLUSTER_LABEL}={self.plan.name}")
-        foreign = drift.foreign_pods(self.live, pods)
+        foreign = podsmod.foreign_pods(self.live, pods)
         if foreign:
             # KubeRay deletes EVERY pod with the label when it sees the suspend.
             raise CycleError(f"refusing to suspend: pods {', '.join(foreign[:5])} carry label "
@@ -648,8 +642,8 @@ class Cycle:
         delays = waiting_delays()
         while True:
             pods, _ = self.kube.list_pods(self.ns, selector)
-            pods_ok, pods_msg = drift.pods_ready_for(self.plan, self.live, pods)
-            ready, ready_msg = drift.cluster_ready(self.live)
+            pods_ok, pods_msg = verdict.ready_for(self.plan, self.live, pods)
+            ready, ready_msg = verdict.cluster_ready(self.live)
             if pods_ok and ready:
                 self.log.info(self.key, "wait-ready", f"ready: {pods_msg}, {ready_msg}")
                 return

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from raygitops.model import objmeta
-from raygitops.model import drift
+from raygitops.model import pods
 from raygitops.kube.client import ApiError, Gone, StreamBroken
 from raygitops.presync.logs import Log
 from raygitops.model import names
@@ -31,13 +31,13 @@ class DrainTimeout(Exception):
     """Pods still present when the drain had to give up."""
 
 
-def split_pods(pods: list[dict[str, Any]], cluster_uid: str) -> tuple[dict[str, str], list[str]]:
+def split_pods(pod_list: list[dict[str, Any]], cluster_uid: str) -> tuple[dict[str, str], list[str]]:
     """(uid → name of the cluster's own pods, names of foreign pods with its label) (pure)."""
     own: dict[str, str] = {}
     foreign: list[str] = []
-    for pod in pods:
+    for pod in pod_list:
         meta = objmeta.meta(pod)
-        if drift.owned_by(pod, cluster_uid):
+        if pods.owned_by(pod, cluster_uid):
             own[meta.get("uid", "")] = meta.get("name", "")
         else:
             foreign.append(meta.get("name", ""))
@@ -83,8 +83,8 @@ class Drain:
         rv, relist, announced = "", True, -1
         while True:
             if relist:
-                pods, rv = self.kube.list_pods(self.namespace, selector)
-                self.remaining, foreign = split_pods(pods, self.cluster_uid)
+                listed, rv = self.kube.list_pods(self.namespace, selector)
+                self.remaining, foreign = split_pods(listed, self.cluster_uid)
                 self._foreign(foreign)
                 relist = False
             if not self.remaining:
@@ -119,7 +119,7 @@ class Drain:
                 if kind == "DELETED":
                     self.remaining.pop(uid, None)
                 elif kind in ("ADDED", "MODIFIED") and uid:
-                    if drift.owned_by(obj, self.cluster_uid):
+                    if pods.owned_by(obj, self.cluster_uid):
                         self.remaining[uid] = meta.get("name", "")
                     else:
                         self._foreign([meta.get("name", "")])

@@ -18,8 +18,8 @@ from typing import Any
 
 from raygitops.model import configrefs, objmeta
 from raygitops.model.plan import ClusterPlan, Plan
+from raygitops.model import pods, verdict
 from raygitops.presync import cycle, patches
-from raygitops.model import drift
 from raygitops.model import lock as locks
 from raygitops.presync.budget import Budget
 from raygitops.kube.client import ApiError, Conflict
@@ -40,7 +40,7 @@ class RunOptions:
 
 @dataclass
 class Report:
-    decisions: list[drift.Decision] = field(default_factory=list)
+    decisions: list[verdict.Verdict] = field(default_factory=list)
     outcomes: dict[str, cycle.Outcome] = field(default_factory=dict)
     dry_run: bool = False
     seconds: float = 0.0
@@ -77,11 +77,11 @@ class Report:
         prefix = "dry run: " if self.dry_run else ""
         return f"{prefix}{', '.join(parts)} ({self.requests} API requests, {self.seconds:.2f}s)"
 
-    def _result(self, d: drift.Decision) -> str:
+    def _result(self, d: verdict.Verdict) -> str:
         o = self.outcomes.get(d.key)
         return o.result if o else {
-            drift.SKIP: cycle.SKIPPED, drift.IN_SYNC: cycle.IN_SYNC, drift.RELEASE: cycle.SKIPPED,
-            drift.VERIFY: cycle.IN_SYNC, drift.FAIL: cycle.FAILED,
+            verdict.SKIP: cycle.SKIPPED, verdict.IN_SYNC: cycle.IN_SYNC, verdict.RELEASE: cycle.SKIPPED,
+            verdict.VERIFY: cycle.IN_SYNC, verdict.FAIL: cycle.FAILED,
         }.get(d.action, "wouldRecreate" if self.dry_run else cycle.FAILED)
 
     def failure_reason(self) -> str:
@@ -120,36 +120,35 @@ class Report:
         }
 
 
-def decide_namespace(kube: Any, plan: Plan, log: Log) -> list[drift.Decision]:
+def decide_namespace(kube: Any, plan: Plan, log: Log) -> list[verdict.Verdict]:
     """Two LIST calls for the whole namespace, then a pure decision per cluster.  Whatever
     fails here fails the clusters it concerns (the namespace's, or one), never the run."""
     ns = plan.namespace
     try:
         live = {objmeta.meta(c).get("name"): c for c in kube.list_clusters(ns)}
-        pods, _ = kube.list_pods(ns, names.CLUSTER_LABEL)
+        pod_list, _ = kube.list_pods(ns, names.CLUSTER_LABEL)
     except ApiError as err:
         if err.status == 401:
             raise  # the credentials, not this namespace: nothing else can work either
-        return [_failed(log, drift.Decision(ns, e.name, drift.FAIL, f"cannot read namespace {ns}: {err}"))
+        return [_failed(log, verdict.Verdict(ns, e.name, verdict.FAIL, f"cannot read namespace {ns}: {err}"))
                 for e in plan.clusters]
-    by_cluster = drift.pods_by_cluster(pods)
+    by_cluster = pods.by_cluster(pod_list)
     crd_knows, probe_problem = _native_probe(kube, ns, [e.name for e in plan.clusters if e.native and e.name in live])
     decisions = []
     for entry in plan.clusters:
-        cluster_pods = by_cluster.get(entry.name, [])
+        cluster, cluster_pods = live.get(entry.name), by_cluster.get(entry.name, [])
         try:
-            d = drift.decide(ns, entry, live.get(entry.name), cluster_pods)
+            d = verdict.decide(ns, entry, cluster, cluster_pods)
         except Exception as err:  # noqa: BLE001 - one unexpected live object fails one cluster
-            d = drift.Decision(ns, entry.name, drift.FAIL, f"cannot evaluate: {type(err).__name__}: {err}")
-        if d.action == drift.FAIL:
+            d = verdict.Verdict(ns, entry.name, verdict.FAIL, f"cannot evaluate: {type(err).__name__}: {err}")
+        if d.action == verdict.FAIL:
             _failed(log, d)
         else:
-            level = "warn" if (d.action == drift.SKIP and "owned by" in d.reason) or d.outside_git else "info"
-            log.emit(level, d.key, "decide", f"{d.action}: {d.reason}", pods=d.pods)
+            level = "warn" if (d.action == verdict.SKIP and "owned by" in d.reason) or d.outside_git else "info"
+            log.emit(level, d.key, "decide", f"{d.action}: {d.reason}", pods=d.pods.min)
             if probe_problem and entry.native:
                 d.warnings.append(probe_problem)
-            d.warnings += drift.native_warnings(entry, live.get(entry.name), cluster_pods, crd_knows,
-                                                recreating=d.action == drift.RECREATE_ACTION)
+            d.warnings += verdict.native_warnings(entry, d, cluster, cluster_pods, crd_knows)
             for warning in d.warnings:
                 log.warn(d.key, "native", warning)
         decisions.append(d)
@@ -169,12 +168,12 @@ def _native_probe(kube: Any, ns: str, names: list[str]) -> tuple[bool | None, st
         return None, f"could not check whether the RayCluster CRD knows spec.upgradeStrategy: {err}"
 
 
-def _failed(log: Log, d: drift.Decision) -> drift.Decision:
+def _failed(log: Log, d: verdict.Verdict) -> verdict.Verdict:
     log.error(d.key, "decide", f"failed: {d.reason}")
     return d
 
 
-def verify(kube: Any, plan: ClusterPlan, d: drift.Decision, opts: RunOptions, deadline: float,
+def verify(kube: Any, plan: ClusterPlan, d: verdict.Verdict, opts: RunOptions, deadline: float,
            log: Log) -> cycle.Outcome:
     """A cluster whose pods run the desired template after a recreate that was not seen ready:
     in sync only once it is ready now (then the record says Completed); without
@@ -188,10 +187,10 @@ def verify(kube: Any, plan: ClusterPlan, d: drift.Decision, opts: RunOptions, de
         live = kube.get_cluster(ns, d.name)
         if live is None:
             return cycle.Outcome(ns, d.name, cycle.SKIPPED, "the RayCluster was deleted")
-        pods, _ = kube.list_pods(ns, f"{names.CLUSTER_LABEL}={d.name}")
-        ok, message = drift.pods_ready_for(plan, live, pods)
+        pod_list, _ = kube.list_pods(ns, f"{names.CLUSTER_LABEL}={d.name}")
+        ok, message = verdict.ready_for(plan, live, pod_list)
         if ok:
-            record = drift.last_recreate(live) or {}
+            record = verdict.last_recreate(objmeta.annotations(live)) or {}
             record["outcome"] = locks.COMPLETED
             patch = {"metadata": {"resourceVersion": objmeta.meta(live).get("resourceVersion"),
                                   "annotations": patches.record_annotations(locks.json_record(record))}}
@@ -250,12 +249,12 @@ def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
             by_key[f"{plan.namespace}/{entry.name}"] = entry
         report.decisions.extend(decide_namespace(kube, plan, log))
 
-    todo = [d for d in report.decisions if d.action in (*drift.CYCLE_ACTIONS, drift.RELEASE, drift.VERIFY)]
+    todo = [d for d in report.decisions if d.action in (*verdict.CYCLES, verdict.RELEASE, verdict.VERIFY)]
     if opts.dry_run:
         for d in todo:
-            what = {drift.RELEASE: "drop the lock", drift.VERIFY: "wait for readiness",
-                    drift.REPLACE_ACTION: "replace worker groups"}.get(d.action, "recreate")
-            log.info(d.key, "dry-run", f"would {what}: {d.reason}", pods=d.pods)
+            what = {verdict.RELEASE: "drop the lock", verdict.VERIFY: "wait for readiness",
+                    verdict.REPLACE: "replace worker groups"}.get(d.action, "recreate")
+            log.info(d.key, "dry-run", f"would {what}: {d.reason}", pods=d.pods.min)
     elif todo:
         holder = locks.new_holder()
         deadline = start + opts.timeout
@@ -267,14 +266,14 @@ def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
         log.info(RUN, "start", f"{len(todo)} clusters to recreate, up to {opts.max_parallel} at a time",
                  holder=holder)
 
-        def one(d: drift.Decision) -> cycle.Outcome:
+        def one(d: verdict.Verdict) -> cycle.Outcome:
             if opts.stop.is_set():
                 return cycle.Outcome(d.namespace, d.name, cycle.DEFERRED,
                                      "not started: interrupted (SIGTERM/SIGINT) before its turn; not touched")
             try:
-                if d.action == drift.RELEASE:
+                if d.action == verdict.RELEASE:
                     return release(kube, d.namespace, d.name, not by_key[d.key].suspend, log)
-                if d.action == drift.VERIFY:
+                if d.action == verdict.VERIFY:
                     return verify(kube, by_key[d.key], d, opts, deadline, log)
                 return cycle.Cycle(kube, log, d.namespace, by_key[d.key], d, copts, holder,
                                    config=contents[d.namespace]).run()
