@@ -220,10 +220,11 @@ def test_hook_diff_and_status_agree(scenario: tuple[dict[str, Any], dict[str, An
 
 def test_the_agreement_is_not_vacuous() -> None:
     """Every label occurs in the drawn scenarios (a generator that never drew a recreate
-    would agree trivially)."""
+    would agree trivially); a fixed sequence of draws, so that it says so every time."""
     seen: set[tuple[str, str, str]] = set()
 
-    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None,
+              derandomize=True)
     @given(scenarios())
     def collect(scenario: tuple[dict[str, Any], dict[str, Any], bool]) -> None:
         base_doc, head_doc, native = scenario
