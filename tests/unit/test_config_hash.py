@@ -21,7 +21,7 @@ from raygitops.model.plan import Plan
 from raygitops.presync.planfiles import load_secrets
 from raygitops.sources.settings import Settings
 from raygitops.presync import configlive
-from raygitops.model import pods, verdict
+from raygitops.model import verdict
 from raygitops.kube.client import ApiError, Conflict
 from raygitops.model import names
 

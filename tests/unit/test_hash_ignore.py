@@ -20,7 +20,7 @@ import yaml
 from raygitops.model.hashing import DEFAULT_IGNORED_KEYS, NO_RULES, HashRules, hash_cluster, scheme_of
 from raygitops.model.plan import ClusterPlan, Plan
 from raygitops.model.hashing import pod_shaping_spec
-from raygitops.model import pods, verdict
+from raygitops.model import verdict
 
 from test_presync_fakes import NS, FakeKube, cluster_spec, stamped, with_crd_defaults
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 from raygitops.model.names import HASH_ANNOTATION
 from raygitops.model.plan import Plan
@@ -16,7 +15,7 @@ from raygitops.kube.client import ApiError
 from raygitops.model import names
 
 from test_presync_cycle import NEW, OLD, _run
-from test_presync_fakes import NS, FakeKube, cluster_spec, make_plan, stamped
+from test_presync_fakes import NS, FakeClock, FakeKube, cluster_spec, make_plan, stamped
 
 
 def _outcome(report, name="demo"):
@@ -30,10 +29,10 @@ def test_stop_mid_drain_resumes_as_it_was_and_fails():
     kube = FakeKube(delete_on_suspend=False)  # the operator never deletes: the drain waits
     kube.add_cluster("demo", stamped(OLD))
     stop = threading.Event()
-    threading.Timer(1.0, stop.set).start()
-    began = time.monotonic()
+    kube.clock.call_later(1.0, stop.set)  # SIGTERM a second into the drain
+    began = kube.clock.monotonic()
     report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=60, stop=stop)
-    assert time.monotonic() - began < 10
+    assert kube.clock.monotonic() - began < 10
     assert report.failed and _outcome(report).result == cycle.FAILED
     assert "interrupted" in _outcome(report).message and "resumed as it was" in _outcome(report).message
     live = kube.clusters[(NS, "demo")]
@@ -103,12 +102,17 @@ def test_a_forbidden_namespace_fails_its_clusters_only():
 
 
 def test_budget_floor_then_longest_cycle():
-    b = budget.Budget(time.monotonic() + 40, 100)
+    clock = FakeClock()
+    b = budget.Budget(clock.monotonic() + 40, 100, clock)
     assert b.estimate() == budget.FLOOR_SECONDS and b.shortfall() is None
+    clock.advance(9.5)
+    assert b.shortfall() is None  # 30.5 s left, 30 s needed
+    clock.advance(1)
+    assert "floor" in b.shortfall()
     b.record(50)
     b.record(20)
     assert b.estimate() == 50 * budget.MARGIN and "longest cycle" in b.shortfall()
-    assert budget.Budget(time.monotonic() + 4, 4).estimate() == 2  # a short timeout still fits one cycle
+    assert budget.Budget(clock.monotonic() + 4, 4, clock).estimate() == 2  # a short timeout still fits one cycle
 
 
 def test_no_cycle_starts_without_the_time_to_finish_it():
@@ -119,7 +123,7 @@ def test_no_cycle_starts_without_the_time_to_finish_it():
 
     def slow_operator(obj):  # each cycle takes about 3 s
         if obj["spec"].get("suspend") is True:
-            time.sleep(3)
+            kube.clock.advance(3)
         slow(obj)
 
     kube._operate = slow_operator
@@ -216,13 +220,14 @@ def test_ready_means_every_expected_pod_ready_not_a_stale_status():
 
 def test_failure_reason_names_each_failed_or_deferred_cluster_in_one_line() -> None:
     from raygitops.presync import cycle
-    from raygitops.model import pods, verdict
+    from raygitops.presync.context import Outcome
+    from raygitops.model import verdict
     from raygitops.presync.run import Report
 
     decisions = [verdict.Verdict("ns", "a", verdict.RECREATE, "drift"), verdict.Verdict("ns", "b", verdict.FAIL, "403\nForbidden"),
                  verdict.Verdict("ns", "c", verdict.RECREATE, "drift"), verdict.Verdict("ns", "d", verdict.IN_SYNC, "same")]
-    outcomes = {"ns/a": cycle.Outcome("ns", "a", cycle.FAILED, "new pods not ready after 40 s"),
-                "ns/c": cycle.Outcome("ns", "c", cycle.DEFERRED, "does not fit the time left")}
+    outcomes = {"ns/a": Outcome("ns", "a", cycle.FAILED, "new pods not ready after 40 s"),
+                "ns/c": Outcome("ns", "c", cycle.DEFERRED, "does not fit the time left")}
     report = Report(decisions=decisions, outcomes=outcomes)
     assert report.failed
     assert report.failure_reason() == ("ns/a: new pods not ready after 40 s; ns/b: 403 Forbidden; "

@@ -11,7 +11,7 @@ import json
 
 from raygitops.model.names import NATIVE_HASH_ANNOTATION as HASH_ANNOTATION
 from raygitops.model.plan import Plan
-from raygitops.model import pods, verdict
+from raygitops.model import verdict
 from raygitops.kube.client import ApiError
 from raygitops.presync.logs import Log
 from raygitops.presync.run import RunOptions, run
@@ -34,7 +34,7 @@ def _kube(armed: bool) -> FakeKube:
 def _run(kube: FakeKube, strategy: str, dry_run: bool = False) -> tuple[dict, list[dict]]:
     plan = dataclasses.replace(make_plan(spec=NEW, strategy=strategy), native=True)
     out = io.StringIO()
-    opts = RunOptions(timeout=20, drain_grace=5, max_parallel=4, wait_ready=True, dry_run=dry_run)
+    opts = RunOptions(timeout=20, drain_grace=5, max_parallel=4, wait_ready=True, dry_run=dry_run, clock=kube.clock)
     report = run(kube, [Plan(NS, [plan])], opts, Log("json", out))
     (cluster,) = report.to_json()["clusters"]
     return cluster, [json.loads(line) for line in out.getvalue().splitlines()]
@@ -94,6 +94,6 @@ def test_a_failed_probe_is_a_warning_never_a_failure():
 def test_no_probe_without_a_native_cluster():
     kube = _kube(armed=True)
     plan = make_plan(spec=NEW)
-    run(kube, [Plan(NS, [plan])], RunOptions(timeout=20, drain_grace=5, max_parallel=4, wait_ready=True),
+    run(kube, [Plan(NS, [plan])], RunOptions(timeout=20, drain_grace=5, max_parallel=4, wait_ready=True, clock=kube.clock),
         Log("json", io.StringIO()))
     assert "dry-run" not in kube.by_verb

@@ -14,7 +14,8 @@ from raygitops.model import strategy
 from raygitops.errors import RaygitopsError
 from raygitops.model.names import HASH_ANNOTATION
 from raygitops.presync import cycle
-from raygitops.model import pods, verdict
+from raygitops.presync.context import State
+from raygitops.model import verdict
 from raygitops.presync import replace
 from raygitops.model import lock as locks
 from raygitops.model import names
@@ -182,9 +183,11 @@ def test_next_step_of_a_replacing_lock():
     kube, live = live_cluster()
     lock = cycle.replace_lock(locks.new_lock("me", {}, None, 0.0), ("big",), 0.0)
     live["metadata"]["annotations"][names.LOCK_ANNOTATION] = lock.to_annotation()
-    assert cycle.next_step(live, "me", replace=True) == cycle.REPLACE
-    assert cycle.next_step(live, "me", replace=False) == cycle.SUSPEND  # nothing suspended yet: start the cycle
-    assert cycle.next_step(live, "other", 0.0, replace=True) == cycle.WAIT
+    replacing = State(verdict.Verdict(NS, "demo", verdict.REPLACE, "drifted"), replace=True, groups=("big",))
+    assert cycle.next_step(live, "me", replacing) == cycle.REPLACE
+    assert cycle.next_step(live, "me", dataclasses.replace(replacing, replaced=True)) == cycle.WAIT_READY
+    assert cycle.next_step(live, "me", dataclasses.replace(replacing, replace=False)) == cycle.SUSPEND  # nothing suspended yet: start the cycle
+    assert cycle.next_step(live, "other", replacing, 0.0) == cycle.WAIT
 
 
 def test_replacing_lock_round_trips_its_groups_and_a_takeover_adopts_the_new_target():

@@ -12,7 +12,7 @@ from raygitops.errors import RaygitopsError
 from raygitops.model.names import HASH_ANNOTATION, HASHES_ANNOTATION
 from raygitops.render.hookresources import RULES
 from raygitops.render.pipeline import render_app
-from raygitops.presync.cycle import RECOVER_AFTER_STOP_SECONDS
+from raygitops.presync.recovery import AFTER_STOP_SECONDS
 from raygitops.presync.drain import WATCH_SECONDS
 
 CLUSTER = """\
@@ -113,7 +113,7 @@ def test_hook_rbac_is_least_privilege_and_job_is_locked_down(tmp_path: Path) -> 
     container = pod["containers"][0]
     assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] > 900
     grace = job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    assert grace > RECOVER_AFTER_STOP_SECONDS + WATCH_SECONDS  # room to resume after SIGTERM
+    assert grace > AFTER_STOP_SECONDS + WATCH_SECONDS  # room to resume after SIGTERM
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
