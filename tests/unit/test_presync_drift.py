@@ -124,7 +124,9 @@ def test_skips_with_reasons():
 
 
 def test_live_owner_reference_and_origin_label_skip():
-    for kw in ({"owner_kind": "RayService"}, {"labels": {"ray.io/originated-from-crd": "RayJob"}}):
+    for kw in ({"owner_kind": "RayService"}, {"owner_kind": "RayCronJob"},
+               {"labels": {"ray.io/originated-from-crd": "RayJob"}},
+               {"labels": {"ray.io/originated-from-crd": "RayCronJob"}}):
         live, pods = _setup(cluster_spec(image="old"), **kw)
         d = verdict.decide(NS, make_plan(spec=cluster_spec(image="new")), live, pods)
         assert d.action == verdict.SKIP and "owned by Ray" in d.reason

@@ -188,6 +188,34 @@ def test_opt_in_inside_rayjob_or_rayservice_is_an_error(tmp_path: Path, kind: st
     assert (err.value.path, err.value.line) == (f"{tmp_path}/j.yaml", 1)
 
 
+@pytest.mark.parametrize("opt_in", ["annotation", "field"])
+def test_opt_in_inside_a_raycronjob_is_an_error(tmp_path: Path, opt_in: str) -> None:
+    """KubeRay 1.7's RayCronJob: its RayJob spec is spec.jobTemplate, the cluster's spec
+    spec.jobTemplate.rayClusterSpec; the clusters its RayJobs make are theirs, never the hook's."""
+    annotation = "  annotations: {raygitops.dev/upgrade-strategy: Recreate}\n" if opt_in == "annotation" else ""
+    field = "      upgradeStrategy: {type: Recreate}\n" if opt_in == "field" else ""
+    text = ("apiVersion: ray.io/v1\nkind: RayCronJob\nmetadata:\n  name: nightly\n" + annotation
+            + "spec:\n  schedule: '0 3 * * *'\n  jobTemplate:\n    entrypoint: python job.py\n"
+            + "    rayClusterSpec:\n" + field + "      headGroupSpec: {template: {}}\n")
+    with pytest.raises(RaygitopsError, match="not allowed.*RayCronJob") as err:
+        render(tmp_path, {"c.yaml": text})
+    assert (err.value.path, err.value.line) == (f"{tmp_path}/c.yaml", 1)
+    if opt_in == "field":
+        assert str(err.value).count("spec.jobTemplate.rayClusterSpec.upgradeStrategy.type") == 1
+    plain = text.replace(annotation, "").replace(field, "")
+    assert kinds(render(tmp_path / "plain", {"c.yaml": plain})) == ["RayCronJob"]
+
+
+def test_a_raycronjob_pod_template_label_is_checked(tmp_path: Path) -> None:
+    """Its clusters' pods carry the template's labels: a value the API server refuses on a pod
+    is refused here, at the RayCronJob."""
+    text = ("apiVersion: ray.io/v1\nkind: RayCronJob\nmetadata: {name: nightly}\nspec:\n  schedule: '@daily'\n"
+            "  jobTemplate:\n    rayClusterSpec:\n      headGroupSpec:\n        template:\n"
+            "          metadata: {labels: {team: 'a b'}}\n")
+    with pytest.raises(RaygitopsError, match="spec.jobTemplate.rayClusterSpec.headGroupSpec.template.metadata"):
+        render(tmp_path, {"c.yaml": text})
+
+
 def test_rayjob_without_opt_in_passes_through(tmp_path: Path) -> None:
     text = "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: j}\nspec: {entrypoint: x}\n"
     assert kinds(render(tmp_path, {"j.yaml": text})) == ["RayJob"]
