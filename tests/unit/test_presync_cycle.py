@@ -231,6 +231,26 @@ def test_api_failure_after_suspend_still_resumes():
     assert live["spec"]["suspend"] is False and names.LOCK_ANNOTATION not in live["metadata"]["annotations"]
 
 
+def test_a_crd_without_spec_suspend_is_refused_before_any_pod_goes():
+    """KubeRay before 1.1 has no RayCluster spec.suspend: the API server drops the hook's
+    suspend write.  The hook says why at once (not after three writes as a suspend someone
+    undid), deletes no pod, and leaves no lock."""
+    kube = FakeKube()
+    kube.crd_has_suspend = False
+    kube.add_cluster("demo", with_crd_defaults(stamped(OLD)))
+    before = {p["metadata"]["uid"] for p in kube.pods_of("demo")}
+    report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
+    assert report.failed and report.counts()["failed"] == 1
+    assert "KubeRay older than 1.1" in report.outcomes[f"{NS}/demo"].message
+    assert "KubeRay older than 1.1" in report.failure_reason() and "\n" not in report.failure_reason()
+    suspends = [p for _, p in kube.patches if (p.get("spec") or {}).get("suspend") is True]
+    assert len(suspends) == 1 and kube.deleted_pods == []
+    assert {p["metadata"]["uid"] for p in kube.pods_of("demo")} == before
+    live = kube.clusters[(NS, "demo")]
+    assert names.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert json.loads(live["metadata"]["annotations"][names.LAST_ANNOTATION])["outcome"] == "Failed"
+
+
 def test_a_failed_cycle_is_recorded_even_when_the_unlock_answer_is_lost():
     """The recovery's unlock takes effect but its answer is lost (a reset connection, then a
     409 on the retry): the RecreateFailed Event is still recorded, once."""

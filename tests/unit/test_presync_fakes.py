@@ -170,6 +170,7 @@ class FakeKube:
         self.fail_next: list[Exception] = []  # raised by the next calls (any method)
         self.deadline: float | None = None  # set by the run, as on the real client
         self.crd_has_upgrade_strategy = True  # KubeRay >= 1.6 CRD
+        self.crd_has_suspend = True  # KubeRay >= 1.1 CRD (else the API server prunes spec.suspend)
 
     # ---------------------------------------------------------------- helpers for tests
 
@@ -319,6 +320,8 @@ class FakeKube:
             patch = copy.deepcopy(patch)
             patch.get("metadata", {}).pop("resourceVersion", None)
             new = merge_apply(obj, patch)
+            if not self.crd_has_suspend:
+                new.get("spec", {}).pop("suspend", None)
             self._bump(new)
             self.clusters[(namespace, name)] = new
             self.patches.append((name, patch))

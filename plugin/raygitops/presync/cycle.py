@@ -43,7 +43,7 @@ from typing import Any, Callable
 from raygitops.kube import retry
 from raygitops.kube.client import ApiError, Conflict
 from raygitops.model import lock as locks
-from raygitops.model import objmeta, pods, verdict
+from raygitops.model import objmeta, operators, pods, verdict
 from raygitops.model.names import CLUSTER_LABEL, LOCK_ANNOTATION
 from raygitops.model.strategy import DEFAULT_MAX_UNAVAILABLE
 from raygitops.presync import drain, events, lease, patches, polling, prompt, recovery, replace
@@ -252,6 +252,8 @@ def suspend(c: Context, s: State) -> None:
     if s.started is None:
         s.started = c.clock.monotonic()
     c.patch(s, patches.suspend_patch(s.live, lock.at(locks.SUSPENDED, c.clock.now())))
+    if operators.suspend_dropped(s.live):  # a KubeRay < 1.1 CRD: refused before any pod goes
+        raise CycleError(operators.SUSPEND_DROPPED)
     s.suspend_writes += 1
     lease.written(c)
     c.log.info(c.key, "suspend", "spec.suspend set to true: the operator deletes the pods")
