@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from raygitops.model import crdschema
-from sharedpaths import CORPUS, CORPUS_KUBERAY, CRDS
+from sharedpaths import CORPUS, CORPUS_KUBERAY, raycluster_crd
 from test_render_corpus import crd_spec_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,20 +176,12 @@ def test_diff_does_not_refuse_the_base_for_what_the_head_fixes(tmp_path: Path) -
     assert res.returncode == 1 and "head:" in res.stderr and "containres" in res.stderr, res.stderr
 
 
-def _gomodcache() -> Path:
-    go = shutil.which("go") or "/usr/local/go/bin/go"
-    res = subprocess.run([go, "env", "GOMODCACHE"], capture_output=True, text=True) if Path(go).exists() else None
-    return Path(res.stdout.strip()) if res and res.stdout.strip() else Path.home() / "go" / "pkg" / "mod"
-
-
 @pytest.mark.parametrize("minor,version", [("1.1", "v1.1.1"), ("1.2", "v1.2.2"), ("1.3", "v1.3.2"), ("1.4", "v1.4.2"),
                                            ("1.5", "v1.5.0"), ("1.6", "v1.6.2"), ("1.7", "v1.7.0")])
 def test_package_data_is_the_crds_schema(minor: str, version: str) -> None:
     """What scripts/make_crd_schemas.py makes from KubeRay's CRD, byte for byte: the copy in
     ../shared, else the operator module the e2e build downloaded."""
-    candidates = [CRDS / f"kuberay-{version}" / "ray.io_rayclusters.yaml",
-                  _gomodcache() / f"github.com/ray-project/kuberay/ray-operator@{version}/config/crd/bases/ray.io_rayclusters.yaml"]
-    source = next((c for c in candidates if c.is_file()), None)
+    source, candidates = raycluster_crd(version)
     if source is None:
         pytest.skip(f"KubeRay {version} CRD not found at {' or '.join(map(str, candidates))}")
     shipped = REPO / "plugin" / "raygitops" / "model" / "schemas" / crdschema.SCHEMAS[minor]
