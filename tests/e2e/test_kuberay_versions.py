@@ -36,7 +36,7 @@ import yaml
 
 import controlplane
 from raygitops.model import operators
-from test_presync_hook import LAST, LOCK, App, desired_hashes, raycluster, rendered
+from test_presync_hook import HASH, LAST, LOCK, App, desired_hashes, raycluster, rendered
 from test_removed_groups import groups, two_groups, without_big
 from test_replace_groups import HookApp, replace_groups, uids_by_group, with_big_image
 
@@ -309,9 +309,10 @@ def test_an_operator_whose_crd_has_no_spec_suspend_is_refused(swap_plane, tmp_pa
 
 def test_an_operator_upgrade_recreates_nothing(swap_plane, tmp_path: Path):
     """Under unchanged manifests, KubeRay 1.4.2 -> 1.5.0 -> 1.6.2 in place: neither the
-    operator nor the hook replaces a pod; the hook reports the clusters in sync, and for the
-    cluster left to KubeRay's native Recreate, ``raygitops status`` and the hook say what the
-    new operator will do (on 1.6 it is not armed on head pods an older operator made)."""
+    operator nor the hook replaces a pod; the hook reports the clusters in sync (``adopted``,
+    created before raygitops, by its live spec: its pods carry no hash), and for the cluster
+    left to KubeRay's native Recreate, ``raygitops status`` and the hook say what the new
+    operator will do (on 1.6 it is not armed on head pods an older operator made)."""
     plane = swap_plane
     if plane.kuberay != UPGRADE[0]:
         plane.switch_operator(UPGRADE[0])
@@ -322,18 +323,20 @@ def test_an_operator_upgrade_recreates_nothing(swap_plane, tmp_path: Path):
         grouped["metadata"]["name"] = "groups"
         native = raycluster(name="native", strategy="None")
         native["spec"]["upgradeStrategy"] = {"type": "Recreate"}
-        app.write(raycluster(name="full"), grouped, native)
+        adopted = raycluster(name="adopted")
+        app.write(raycluster(name="full"), grouped, native, adopted)
         config = app.dir / "raygitops.yaml"
         config.write_text(config.read_text() + "keepUpgradeStrategy: true\n")
         objs, _, plan = app.render()
-        _apply_unvalidated(app, objs)
-        for name, count in (("full", 3), ("groups", 5), ("native", 3)):
+        _apply_unvalidated(app, [o for o in objs if o["metadata"]["name"] != "adopted"] + [adopted])
+        for name, count in (("full", 3), ("groups", 5), ("native", 3), ("adopted", 3)):
             app.wait_pods(name, count=count)
+        assert not any(HASH in p["metadata"].get("annotations", {}) for p in app.pods("adopted"))
         uids = _all_uids(app)
         for previous, version in zip(UPGRADE, UPGRADE[1:]):
             plane.switch_operator(version)
             since = plane.components["ray-operator"].log_offset  # where the new operator's log begins
-            for name in ("full", "groups", "native"):
+            for name in ("full", "groups", "native", "adopted"):
                 plane.wait_operator_reconciled(name, ns, since, timeout=60)
             time.sleep(3)  # what those reconciles do to the pods
             assert _all_uids(app) == uids, f"the operator upgrade {previous} -> {version} replaced pods"
@@ -341,7 +344,8 @@ def test_an_operator_upgrade_recreates_nothing(swap_plane, tmp_path: Path):
             report = json.loads(res.stdout)
             clusters = _by_name(report)
             assert report["summary"]["recreated"] == 0 and not report["failed"], res.stderr
-            assert clusters["full"]["decision"] == "in-sync" and clusters["groups"]["decision"] == "in-sync"
+            assert {clusters[n]["decision"] for n in ("full", "groups", "adopted")} == {"in-sync"}, clusters
+            assert clusters["adopted"]["drift"] == {}, clusters["adopted"]
             assert clusters["native"]["decision"] == "skip", clusters["native"]
             assert "deleted pod" not in res.stderr and _all_uids(app) == uids
             code, status = app.status()
