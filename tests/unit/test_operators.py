@@ -78,3 +78,28 @@ def test_render_refuses_an_unserved_kuberay_from_every_source(tmp_path: Path) ->
     assert res.stderr.startswith(f"raygitops: {app / 'raygitops.yaml'}:1: kuberayVersion: KubeRay 1.0 has no"), res.stderr
     (app / "raygitops.yaml").write_text('kuberayVersion: "1.1"\n')
     assert _render(app).returncode == 0
+
+
+def test_what_an_operator_upgrade_does_is_noted() -> None:
+    assert operators.upgrade_notes(None, "1.6.2") == [] and operators.upgrade_notes("1.6.0", "1.6.2") == []
+    minor = operators.upgrade_notes("1.4.2", "1.5.0")
+    assert len(minor) == 1 and "upgrade replaces no pod by itself" in minor[0]
+    native = operators.upgrade_notes("1.5.0", "1.6.2")
+    assert len(native) == 2 and "not armed" in native[1] and "KubeRay 1.5.0 made" in native[1]
+    down = operators.upgrade_notes("1.7", "1.6")
+    assert "downgrade" in down[0] and "KubeRay 1.6's CRD drops the fields added after it" in down[1]
+
+
+def test_diff_says_what_a_kuberay_version_change_does(tmp_path: Path) -> None:
+    """The pull request that records an operator upgrade (kuberayVersion 1.5.0 -> 1.6.2, the
+    manifests unchanged): nothing changes, and the notes say what the upgrade itself does."""
+    for side, version in (("base", "1.5.0"), ("head", "1.6.2")):
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "c.yaml").write_text(APP)
+        (tmp_path / side / "raygitops.yaml").write_text(f'kuberayVersion: "{version}"\n')
+    res = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(tmp_path / "base"), "--head",
+                          str(tmp_path / "head"), "--format", "json"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    report = json.loads(res.stdout)
+    assert [c["class"] for c in report["clusters"]] == ["unchanged"]
+    assert report["notes"] == operators.upgrade_notes("1.5.0", "1.6.2")

@@ -76,6 +76,24 @@ def operator(version: str) -> Operator:
                     native_recreate=native, stamps_head_pod=native)
 
 
+def upgrade_notes(base: str | None, head: str | None) -> list[str]:
+    """What changing the operator from KubeRay ``base`` to ``head`` (``kuberayVersion`` of a
+    diff's two sides) does by itself, for ``raygitops diff``; nothing when either is unknown."""
+    if base is None or head is None or version_tuple(base)[:2] == version_tuple(head)[:2]:
+        return []
+    older, newer = sorted((base, head), key=version_tuple)
+    notes = [f"kuberayVersion {base} → {head}: the operator {'upgrade' if newer == head else 'downgrade'} "
+             "replaces no pod by itself, and the PreSync hook compares template hashes, not operator versions "
+             "(docs/kuberay-versions.md)"]
+    if newer == head and not operator(older).native_recreate and operator(newer).native_recreate:
+        notes.append(f"KubeRay {head}'s own Recreate (spec.upgradeStrategy) acts only on head pods it creates: "
+                     f"clusters whose pods KubeRay {base} made are not armed until their pods are replaced once "
+                     "(docs/kuberay-1.6.md)")
+    if newer == base:
+        notes.append(f"KubeRay {head}'s CRD drops the fields added after it: render checks against its schema")
+    return notes
+
+
 # What the hook says when the live RayCluster CRD dropped its spec.suspend write: an operator
 # older than FIRST_SUPPORTED, which it then refuses before anything is deleted.
 SUSPEND_DROPPED = ("spec.suspend was dropped by the API server: this cluster's RayCluster CRD does not have it "
