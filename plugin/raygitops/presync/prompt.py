@@ -1,8 +1,8 @@
 """Where KubeRay stands in a suspend or a resume, read from its status conditions (pure), and
 the prompting that follows it (:func:`prompt_operator`).
 
-KubeRay 1.5 and 1.6 (with the default ``RayClusterStatusConditions`` feature gate) take a suspend
-in two reconciles: the first only sets the condition ``RayClusterSuspending``, the second
+KubeRay 1.3 and later (with the ``RayClusterStatusConditions`` feature gate, on by default from
+1.3: :data:`raygitops.model.operators.SUSPEND_CONDITIONS_FROM`) take a suspend in two reconciles: the first only sets the condition ``RayClusterSuspending``, the second
 deletes the pods.  A resume likewise: the first sets ``RayClusterSuspended`` false, the
 second creates the pods.  Between the two it waits for its own requeue, 2 s
 (``DefaultRequeueDuration``), because its watch ignores status writes (its predicates pass
@@ -37,8 +37,9 @@ def _conditions(live: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def has_suspend_conditions(live: dict[str, Any] | None) -> bool:
-    """Whether the operator reports suspend conditions at all (an operator older than 1.2,
-    or one with the feature gate off, suspends and resumes in one reconcile)."""
+    """Whether the operator reports suspend conditions at all (KubeRay 1.1 and 1.2, or one
+    with the feature gate off, suspends and resumes in one reconcile: measured in
+    docs/kuberay-versions.md)."""
     return any(c.get("type") in (SUSPENDING, SUSPENDED) for c in _conditions(live))
 
 
