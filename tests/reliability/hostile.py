@@ -340,6 +340,29 @@ def catalog() -> list[Case]:
              expect="ok"))
     add(Case("deep-250-in-raycluster", {"c.yaml": _deep_in_cluster(250), "raygitops.yaml": NEWER_KUBERAY},
              message="nests deeper"))
+    # libyaml starts a line after "\r", NEL, LS and PS too, and skips a byte order mark there
+    # (its column counts): the cheap bound once read "\n" only and missed such a line's prefix
+    for name, start in (("cr", "\r"), ("nel", "\x85"), ("ls", "\u2028"), ("ps", "\u2029"), ("bom", "\n\ufeff")):
+        add(Case(f"deep-block-seq-300-after-{name}", {"a.yaml": configmap(start + "    " + "- " * 300 + "x")},
+                 message="nests deeper than 200"))
+    # 100k of them: a segfault in libyaml 0.2.5's composer (PyYAML 6.0.1's wheels, the lowest pyproject allows)
+    add(Case("deep-block-seq-100k-after-cr", {"a.yaml": configmap("\r    " + "- " * 100_000 + "x")},
+             message="nests deeper than 200"))
+    add(Case("deep-mixed-block-flow-250", {"a.yaml": configmap("\n    " + "- " * 150 + "[" * 100 + "]" * 100)},
+             message="nests deeper than 200"))
+    add(Case("deep-mixed-block-flow-190", {"a.yaml": configmap("\n    " + "- " * 90 + "[" * 95 + "]" * 95)},
+             expect="ok"))
+    # each document's own brackets: a deep one among many shallow ones, deep ones side by side
+    add(Case("deep-after-100-documents", {"a.yaml": "---\n".join(
+        [configmap("[" * 5 + "]" * 5, f"cm-{i}") for i in range(100)] + [configmap("[" * 250 + "]" * 250, "deep")])},
+        message="a.yaml:605: document nests deeper than 200"))
+    add(Case("deep-150-in-three-documents", {"a.yaml": "---\n".join(
+        configmap("[" * 150 + "]" * 150, f"cm-{i}") for i in range(3))}, expect="ok"))
+    add(Case("deep-bound-many-flat-documents", {"a.yaml": "---\n".join(
+        configmap("[" + "[], " * 300 + "[]]", f"cm-{i}") for i in range(12))}, expect="ok"))
+    add(Case("deep-alias-into-deep-anchor", {"a.yaml": configmap(
+        "&deep " + "[" * 150 + "1" + "]" * 150) + "  y: " + "[" * 60 + "*deep" + "]" * 60 + "\n"},
+        message="nests deeper than 200"))
     add(Case("billion-laughs", {"a.yaml": _alias_bomb()}, message="expands to more than"))
     add(Case("billion-laughs-maps", {"a.yaml": _map_alias_bomb()}, message="expands to more than"))
     add(Case("billion-laughs-stdin", stdin=_alias_bomb().encode(), message="expands to more than"))

@@ -296,28 +296,39 @@ def test_hypothesis_mutated_cluster(edits) -> None:
     assert not found, (found, bytes(data)[:800])
 
 
+def _depth(node) -> int:
+    """How deep a composed node nests (what libyaml's composer recurses through)."""
+    if isinstance(node, yaml.MappingNode):
+        return 1 + max([_depth(n) for pair in node.value for n in pair] + [0])
+    if isinstance(node, yaml.SequenceNode):
+        return 1 + max([_depth(n) for n in node.value] + [0])
+    return 0
+
+
 @SETTINGS
-@given(_trees, st.sampled_from([False, None, True]), st.integers(2, 9), st.booleans())
-def test_hypothesis_nesting_bound_is_an_upper_bound(tree, flow, indent, explicit) -> None:
+@given(st.lists(_trees, min_size=1, max_size=4), st.sampled_from([False, None, True]), st.integers(2, 9),
+       st.booleans(), st.integers(0, 60))
+def test_hypothesis_nesting_bound_is_an_upper_bound(trees, flow, indent, explicit, limit) -> None:
     """yamlio's cheap nesting bound (which decides whether to scan events before libyaml's
-    recursive composer) must never be below the real depth."""
+    recursive composer) must never be below the real depth of any document of a stream, by
+    its quick look (a limit it fits under) or document by document (one it does not)."""
     from raygitops.sources import yamlio
 
-    def depth(o) -> int:
-        if isinstance(o, dict):
-            return 1 + max([depth(v) for v in o.values()] + [depth(k) for k in o] + [0])
-        if isinstance(o, list):
-            return 1 + max([depth(v) for v in o] + [0])
-        return 0
-
-    text = yaml.safe_dump(tree, default_flow_style=flow, indent=indent, explicit_start=explicit)
-    assert depth(tree) <= yamlio._nesting_bound(text)
+    text = yaml.safe_dump_all(trees, default_flow_style=flow, indent=indent, explicit_start=explicit or len(trees) > 1)
+    real = max(_depth(n) for n in yaml.compose_all(text, Loader=yaml.CSafeLoader) if n is not None)
+    assert real <= yamlio._nesting_bound(text, limit)
+    assert real <= yamlio._nesting_bound(text)
 
 
 @SETTINGS
-@given(st.lists(st.text(alphabet="[]{}-:?!&*'\" \n\tab,#|>", max_size=60), min_size=1, max_size=8))
-def test_hypothesis_yaml_punctuation(lines: list[str]) -> None:
-    """Punctuation soup: whatever libyaml makes of it, never more depth than the bound says."""
+@given(st.lists(st.text(alphabet="[]{}-:?!&*'\" \n\tab,#|>.\r\x85\u2028\u2029\ufeff", max_size=60), min_size=1,
+                max_size=8), st.integers(0, 60))
+@example(["# x\r" + "- " * 10 + "a"], 9)  # a line started by "\r" (NEL, LS and PS alike)
+@example(["# x", "\ufeff" + "- " * 10 + "a"], 9)  # a byte order mark at a line's start: one column
+@example(["---", "[[[[[[a]]]]]]", "---", "[[[[[[b]]]]]]"], 9)
+def test_hypothesis_yaml_punctuation(lines: list[str], limit: int) -> None:
+    """Punctuation soup (libyaml's other line breaks, byte order marks and document markers
+    too): whatever libyaml makes of it, never more depth than the bound says."""
     from raygitops.sources import yamlio
 
     text = "\n".join(lines)
@@ -327,15 +338,8 @@ def test_hypothesis_yaml_punctuation(lines: list[str]) -> None:
         nodes = list(yaml.compose_all(text, Loader=yaml.CSafeLoader))
     except yaml.YAMLError:
         return
-
-    def depth(node) -> int:
-        if isinstance(node, yaml.MappingNode):
-            return 1 + max([depth(n) for pair in node.value for n in pair] + [0])
-        if isinstance(node, yaml.SequenceNode):
-            return 1 + max([depth(n) for n in node.value] + [0])
-        return 0
-
-    real = max([depth(n) for n in nodes if n is not None] + [0])
+    real = max([_depth(n) for n in nodes if n is not None] + [0])
+    assert real <= yamlio._nesting_bound(text, limit), text
     assert real <= yamlio._nesting_bound(text), text
 
 

@@ -101,3 +101,64 @@ def test_remembered_tags_stay_bounded_and_right_after_they_are_forgotten(monkeyp
         assert 0 < len(loader._tags) <= 5
     finally:
         loader.dispose()
+
+
+# ----------------------------------------------------------------------------- nesting guard
+# check_nesting keeps libyaml's recursive composer from deep input (tests/reliability: the
+# hostile cases and the bound's properties); here: what it costs ordinary manifests.
+
+
+def _ordinary_texts() -> dict[str, str]:
+    """Manifests as people write them: the KubeRay samples (files as they are, every document
+    of them in one stream as `helm template` would give, and re-dumped with a 4-space
+    indent), the examples of this repository."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    texts = {str(p.relative_to(repo)): p.read_text(encoding="utf-8") for p in sorted((repo / "examples").rglob("*.yaml"))
+             if "templates" not in p.parts}
+    samples = [p.read_text(encoding="utf-8") for p in corpus_files()]
+    texts.update({p.name: text for p, text in zip(corpus_files(), samples)})
+    if samples:
+        documents = [d for text in samples for d in text.split("\n---\n")]
+        texts["one stream of 400 sample documents"] = "\n---\n".join(documents[i % len(documents)] for i in range(400))
+        texts["the samples with a 4-space indent"] = "".join(
+            yaml.safe_dump_all(yaml.safe_load_all(text), indent=4, explicit_start=True) for text in samples)
+    return texts
+
+
+def test_ordinary_manifests_take_no_second_pass(monkeypatch):
+    """The cheap bound clears real manifests, however many documents share a text (it once
+    added up the brackets of all of them) and however deep they are indented: their parser
+    events are never walked before the real parse."""
+    def walked(*args, **kwargs):
+        raise AssertionError("walked")
+
+    monkeypatch.setattr(yamlio, "_walk_depth", walked)
+    texts = _ordinary_texts()
+    assert len(texts) > (3 if not corpus_files() else 20)
+    for name, text in texts.items():
+        yamlio.check_nesting(text)
+        assert yamlio._nesting_bound(text) <= yamlio.MAX_DEPTH, name
+
+
+def test_only_the_documents_over_the_bound_are_walked(monkeypatch):
+    """A document with more brackets than the bound allows (not deeper) is walked alone, the
+    others not at all; one that is too deep is reported at its line in the whole text."""
+    walked: list[str] = []
+    real_walk = yamlio._walk_depth
+
+    def walk(loader_class, text, until=None):
+        walked.append(text)
+        return real_walk(loader_class, text, until)
+
+    monkeypatch.setattr(yamlio, "_walk_depth", walk)
+    shallow = "".join(f"---\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata: {{a: '[x]'}}\n" for i in range(50))
+    flat = "---\nkind: ConfigMap\nmetadata: {name: flat}\ndata: {a: [" + "[], " * 250 + "[]]}\n"
+    yamlio.check_nesting(shallow + flat + shallow)
+    assert walked == [flat]
+    walked.clear()
+    deep = "---\nkind: ConfigMap\nmetadata: {name: deep}\ndata: {a: " + "[" * 201 + "]" * 201 + "}\n"
+    with pytest.raises(RaygitopsError, match=f"nests deeper than {yamlio.MAX_DEPTH}") as err:
+        yamlio.check_nesting(shallow + deep)
+    assert err.value.line == shallow.count("\n") + 4 and walked == [deep, shallow + deep]

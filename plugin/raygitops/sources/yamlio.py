@@ -213,33 +213,104 @@ def _check_expansion(root: yaml.Node) -> None:
     size(root, 0)
 
 
-def _nesting_bound(text: str) -> int:
-    """A cheap upper bound of how deep ``text`` can nest (without parsing it).
-
-    A nested block collection starts at a greater column than its parent (a block sequence
-    that is a mapping value may share its key's column, but its entries cannot), so block
-    depth is at most twice the furthest column a block collection can start at; flow
-    collections add at most one level per bracket.
-    """
-    flow = text.count("[") + text.count("{")
-    if flow > MAX_DEPTH:
-        return flow
-    if "&" not in text and "!" not in text:
-        # Fast path: the start-of-block prefix is made of " \t-?:" only, so no line starting
-        # with that many of them means no block collection starts that far right.
-        columns = (MAX_DEPTH - 1 - flow) // 2 - 1
-        if columns > 0 and (_LONG_PREFIX.get(columns) or _long_prefix(columns)).search(text) is None:
-            return 2 * columns + 1 + flow
-    column = max((m.end() - m.start() for m in _BLOCK_START.finditer(text)), default=0)
-    return 2 * (column + 1) + 1 + flow
-
-
+# What the bound reads otherwise than its text, one character for one (every index kept):
+# libyaml's line breaks besides "\n" (a lone "\r", NEL, LS, PS) as "\n", which its regular
+# expressions know; a byte order mark as a space (libyaml skips one at a line's start, and the
+# line's column goes on from 1).
+_AS_LIBYAML_SEES = str.maketrans({"\r": "\n", "\x85": "\n", "\u2028": "\n", "\u2029": "\n", "\ufeff": " "})
+# A document marker at the start of a line (after the "\n" matched): libyaml ends every open
+# collection there, or fails ("---" inside a flow collection or a quoted scalar is an error),
+# so no document nests across one.
+_MARKER_LINE = re.compile(r"\n(?:---|\.\.\.)(?=[ \t\n]|$)")
+# What a block-start prefix is made of when it holds no node property (&anchor, !tag)
+_PREFIX_CHARS = " \t?:-"
+# columns -> a line starting with more than that many of them (at most MAX_DEPTH patterns)
 _LONG_PREFIX: dict[int, re.Pattern[str]] = {}
+# More anchors and tags than this: measure every prefix rather than look at each of them
+_MAX_PROPERTIES_LOOKED_AT = 1000
+# More documents over the bound than this: walk the whole text once rather than each alone
+_MAX_PART_WALKS = 8
 
 
-def _long_prefix(columns: int) -> re.Pattern[str]:
-    pattern = _LONG_PREFIX[columns] = re.compile(r"^[ \t?:-]{%d}" % (columns + 1), re.MULTILINE)
-    return pattern
+def _part_bounds(text: str, limit: int = MAX_DEPTH) -> list[tuple[int, int, int]]:
+    """Cheap upper bounds of how deep the documents of ``text`` nest, without parsing it:
+    ``(start, end, bound)`` of parts of the text that hold whole documents.
+
+    A block collection nested in another starts at a greater column (a block sequence that is
+    a mapping value may share its key's column, but its entries cannot), so block depth is at
+    most twice the furthest column a block collection can start at; flow collections add at
+    most one level per bracket, and only the brackets of the same document count: the parts
+    are cut at document markers.  When a quick look shows every part within ``limit``, one
+    part (the whole text) with that bound; else each part's own.  Ordinary manifests, however
+    deeply indented, take the quick look: a regular-expression search and two counts per
+    document, no pass of the parser.
+    """
+    scan = text.translate(_AS_LIBYAML_SEES) if any(c in text for c in "\r\x85\u2028\u2029\ufeff") else text
+    whole = _within(scan, 0, len(scan), scan.count("[") + scan.count("{"), limit)
+    if whole is not None:  # all the brackets in one document would still be within
+        return [(0, len(text), whole)]
+    cuts = [0, *(m.start() + 1 for m in _MARKER_LINE.finditer(scan)), len(scan)]
+    parts = [(start, end, scan.count("[", start, end) + scan.count("{", start, end))
+             for start, end in zip(cuts, cuts[1:])]
+    whole = _within(scan, 0, len(scan), max(brackets for _, _, brackets in parts), limit)
+    if whole is not None:
+        return [(0, len(text), whole)]
+    bounds = []
+    for start, end, brackets in parts:
+        bound = _within(scan, start, end, brackets, limit)
+        if bound is None:
+            bound = 2 * (_furthest_block_start(scan, start, end) + 1) + 1 + brackets
+        bounds.append((start, end, bound))
+    return bounds
+
+
+def _within(text: str, start: int, end: int, brackets: int, limit: int) -> int | None:
+    """A bound no greater than ``limit`` for ``text[start:end]`` (which starts a line and
+    holds ``brackets``), if a quick look finds one: no block collection there starts further
+    right than the columns left after the brackets."""
+    columns = (limit - 3 - brackets) // 2  # the bound's 2 * (columns + 1) + 1 + brackets <= limit
+    if columns < 0 or _prefix_longer_than(text, start, end, columns):
+        return None
+    return 2 * (columns + 1) + 1 + brackets
+
+
+def _furthest_block_start(text: str, start: int, end: int) -> int:
+    """The furthest column a block collection can start at in ``text[start:end]`` (a line's
+    indentation, compact indicators and node properties: :data:`_BLOCK_START`)."""
+    return max((m.end() - m.start() for m in _BLOCK_START.finditer(text, start, end)), default=0)
+
+
+def _prefix_longer_than(text: str, start: int, end: int, columns: int) -> bool:
+    """Whether a block collection may start further right than ``columns`` in
+    ``text[start:end]`` (False only when sure).  Without node properties a block-start prefix
+    is made of spaces, tabs and ``-?:`` only, so a line that starts with no more than
+    ``columns`` of them starts none further; a line whose prefix holds an anchor or a tag (an ``&`` or ``!``
+    after those characters only) is measured."""
+    pattern = _LONG_PREFIX.get(columns)
+    if pattern is None:
+        pattern = _LONG_PREFIX[columns] = re.compile(r"\n[ \t?:-]{%d}" % (columns + 1))
+    # a part after the first starts right after a "\n": the search starts on it
+    if pattern.search(text, max(start - 1, 0), end) is not None:
+        return True
+    if start == 0 and end > columns and not text[:columns + 1].strip(_PREFIX_CHARS):
+        return True
+    if text.count("&", start, end) + text.count("!", start, end) > _MAX_PROPERTIES_LOOKED_AT:
+        return _furthest_block_start(text, start, end) > columns
+    for char in "&!":
+        at = text.find(char, start, end)
+        while at >= 0:
+            line = max(text.rfind("\n", start, at) + 1, start)
+            if not text[line:at].strip(_PREFIX_CHARS):
+                line_end = text.find("\n", at, end)
+                if _furthest_block_start(text, line, end if line_end < 0 else line_end) > columns:
+                    return True
+            at = text.find(char, at + 1, end)
+    return False
+
+
+def _nesting_bound(text: str, limit: int = MAX_DEPTH) -> int:
+    """The cheap bound of the deepest document of ``text`` (:func:`_part_bounds`)."""
+    return max(bound for _, _, bound in _part_bounds(text, limit))
 
 
 def _too_deep(line: int) -> RaygitopsError:
@@ -273,18 +344,37 @@ def check_nesting(text: str) -> None:
 
     libyaml's composer recurses in C (about 25,000 levels overflow the stack: a segfault,
     not an exception) and everything after it (constructor, hashing, dumpers) recurses in
-    Python.  When the cheap bound cannot rule it out, walk the parser's events.
+    Python.  The documents whose cheap bound (:func:`_part_bounds`) cannot rule it out have
+    the parser's events walked, each alone (a document's nesting does not depend on the
+    others); when one is too deep or does not parse alone, the whole text is walked for the
+    error as libyaml reads it (:func:`_walk_text`).
+    """
+    deep = [(start, end) for start, end, bound in _part_bounds(text) if bound > MAX_DEPTH]
+    if not deep:
+        return
+    if len(deep) > _MAX_PART_WALKS or deep == [(0, len(text))]:
+        _walk_text(text)
+        return
+    for start, end in deep:
+        try:
+            _walk_depth(_Loader, text[start:end])
+        except (yaml.YAMLError, RaygitopsError):
+            _walk_text(text)
+            return
+
+
+def _walk_text(text: str) -> None:
+    """Walk the whole text's events: its first document deeper than MAX_DEPTH, or its
+    parse error.
 
     The product's limit, not the library's, decides: libyaml scans ahead of the events it
-    returns and, in newer builds (PyYAML 6.0.4's wheels), stops at its own flow-nesting
-    limit with its own message before this walk sees level MAX_DEPTH.  So when the C walk
-    fails, the text up to libyaml's error is walked again with PyYAML's pure-Python parser
-    (no depth limit, no recursion, a lookahead of one simple key): deeper than MAX_DEPTH
-    there is the product's error; otherwise libyaml's problem is reported as invalid YAML.
-    The slow walk only runs on input that is already an error.
+    returns and, in newer builds (PyYAML 6.0.4's wheels), stops at its own nesting limit with
+    its own message before this walk sees level MAX_DEPTH.  So when the C walk fails, the
+    text up to libyaml's error is walked again with PyYAML's pure-Python parser (no depth
+    limit, no recursion, a lookahead of one simple key): deeper than MAX_DEPTH there is the
+    product's error; otherwise libyaml's problem is reported as invalid YAML.  The slow walk
+    only runs on input that is already an error.
     """
-    if _nesting_bound(text) <= MAX_DEPTH:
-        return
     try:
         _walk_depth(_Loader, text)
     except yaml.YAMLError as libyaml_error:
