@@ -6,6 +6,7 @@ nothing else (no traceback, no partial stdout).
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Iterable
 
@@ -19,10 +20,17 @@ def printable(text: str) -> str:
 
 
 def closest(word: str, choices: Iterable[str], cutoff: float = 0.6) -> str | None:
-    """The choice ``word`` most likely misspells, if any is close enough (for "did you mean")."""
+    """The choice ``word`` most likely misspells, if any is close enough (for "did you mean").
+    Remembered: an app of many clusters repeats its unknown fields and foreign annotations,
+    and each search compares ``word`` with every choice."""
+    return _closest(word, tuple(choices), cutoff)
+
+
+@functools.lru_cache(maxsize=1024)
+def _closest(word: str, choices: tuple[str, ...], cutoff: float) -> str | None:
     import difflib  # only when a message needs it: difflib is a millisecond of every start-up
 
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=cutoff)
+    found = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
     return found[0] if found else None
 
 

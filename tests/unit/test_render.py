@@ -266,6 +266,49 @@ def test_near_miss_opt_in_warns_with_the_spelling(tmp_path: Path, key: str) -> N
     assert result.clusters[0].plan.strategy == "None"  # it opted nothing in: said, not guessed
 
 
+def test_a_warning_is_said_once_per_app_with_its_clusters(tmp_path: Path) -> None:
+    """The same near miss in many clusters (and a field no shipped CRD schema knows) is one
+    line at the first place, with how many RayClusters carry it and where the next ones are;
+    each message its own line, in the order found; each "did you mean" searched once."""
+    import difflib
+
+    from raygitops import errors
+
+    typo = "  annotations: {raygitops.dev/upgrade-stratgy: Recreate}\n"
+    newer = "  futureOptions: {enabled: true}\n"
+    files = {"a.yaml": "---\n".join(cluster(f"a{i}", meta=typo, spec=newer) for i in range(3)),
+             "b.yaml": "---\n".join([cluster("b0", meta=typo), cluster("b1", meta=typo, spec=newer)]),
+             "raygitops.yaml": "kuberayVersion: '1.99'\n"}
+    searched = []
+    errors._closest.cache_clear()
+    real = difflib.get_close_matches
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(difflib, "get_close_matches", lambda *a, **k: searched.append(a[0]) or real(*a, **k))
+        result = render(tmp_path, files)
+    a = f"{tmp_path}/a.yaml"
+    first, second = result.warnings
+    assert first.startswith(f"{a}:1: metadata.annotations.raygitops.dev/upgrade-stratgy: not a raygitops annotation "
+                            "(did you mean raygitops.dev/upgrade-strategy?); it opts nothing in (in 5 RayClusters: ")
+    assert first.endswith(f"(in 5 RayClusters: {a}:1, {a}:21, {a}:41, and 2 more)")
+    assert second.startswith(f"{a}:1: spec.futureOptions: unknown field")
+    assert second.endswith(f"the newest raygitops knows; KubeRay 1.99 may drop it (in 4 RayClusters: {a}:1, {a}:21, "
+                           f"{a}:41, and 1 more)")
+    assert sorted(searched) == ["futureOptions", "raygitops.dev/upgrade-stratgy"]
+    one = render(tmp_path / "one", {"c.yaml": cluster(meta=typo), "raygitops.yaml": "kuberayVersion: '1.99'\n"})
+    assert [w.endswith("it opts nothing in") for w in one.warnings] == [True]
+
+
+def test_app_warnings_name_up_to_three_places_and_count_the_rest() -> None:
+    from raygitops.render.appwarnings import AppWarnings
+
+    warnings = AppWarnings()
+    for where, message in [("a:1", "m"), ("a:9", "n"), ("b:2", "m"), ("c:3", "m")]:
+        warnings.add(where, message)
+    assert warnings.lines() == ["a:1: m (in 3 RayClusters: a:1, b:2, c:3)", "a:9: n"]
+    warnings.add("d:4", "m")
+    assert warnings.lines()[0] == "a:1: m (in 4 RayClusters: a:1, b:2, c:3, and 1 more)"
+
+
 def test_known_and_foreign_annotations_do_not_warn(tmp_path: Path) -> None:
     meta = "  annotations: {raygitops.dev/upgrade-strategy: Recreate, example.com/team: ml}\n"
     assert render(tmp_path, {"c.yaml": cluster(meta=meta)}).warnings == []

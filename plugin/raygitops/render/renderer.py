@@ -15,6 +15,7 @@ from raygitops.model import configrefs, crdschema, native, strategy
 from raygitops.errors import RaygitopsError, printable
 from raygitops.model.hashing import GroupHashes, HashRules, PodShapingSpec, hash_spec, pod_shaping_spec, stamp_group
 from raygitops.model.names import HASHES_ANNOTATION
+from raygitops.render.appwarnings import AppWarnings
 from raygitops.render.hookresources import LABELS as HOOK_LABELS
 from raygitops.render.hookresources import hook_resources
 from raygitops.model.k8snames import object_problem
@@ -54,7 +55,8 @@ class RenderResult:
     # Where each app object came from ("path:line"), parallel to the first len(sources) objects.
     sources: list[str] = field(default_factory=list)
     settings: Settings | None = None  # what it was rendered with (diff reads `preview:`)
-    warnings: list[str] = field(default_factory=list)  # "path:line: message", for stderr
+    # "path:line: message", each message once with the RayClusters it was found in (for stderr)
+    warnings: list[str] = field(default_factory=list)
 
 
 def is_raycluster(obj: dict[str, Any]) -> bool:
@@ -273,6 +275,7 @@ class Render:
         self._rules = HashRules(tuple(settings.hash_ignore))
         self._seen: dict[tuple[str, str, str, str], str] = {}
         self._plans: list[tuple[str | None, PackedCluster]] = []  # (namespace, plan) of every cluster
+        self._warnings = AppWarnings()  # each message once, with its count (result.warnings at the end)
 
     def objects(self) -> Iterator[dict[str, Any]]:
         empty = True
@@ -286,6 +289,7 @@ class Render:
         if empty:
             raise RaygitopsError("the app has no documents: refusing to render an empty stream "
                                  "(Argo CD would prune every resource)")
+        self.result.warnings = self._warnings.lines()
         yield from self._hooks()
 
     def collect(self) -> RenderResult:
@@ -314,8 +318,8 @@ class Render:
                 if namespace:
                     obj["metadata"].setdefault("namespace", namespace)
                 cluster, warnings = _render_cluster(doc, namespace, self._settings, self._rules, self._configs)
-                self.result.warnings += [f"{printable(where)}: {w}"
-                                         for w in [*strategy.annotation_warnings(obj), *warnings]]
+                for warning in [*strategy.annotation_warnings(obj), *warnings]:
+                    self._warnings.add(printable(where), warning)
                 self._plans.append((namespace, cluster.plan.packed()))
                 if self._keep:
                     self.result.clusters.append(cluster)
