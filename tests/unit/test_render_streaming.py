@@ -7,6 +7,7 @@ and nothing of it is written when a late document fails."""
 from __future__ import annotations
 
 import gc
+import io
 import json
 import subprocess
 import sys
@@ -210,3 +211,62 @@ def test_a_document_parsed_alone_keeps_its_line_and_a_text_that_cannot_be_split_
     with pytest.raises(RaygitopsError) as whole:
         list(load_documents(broken, "t.yaml"))
     assert str(alone.value) == str(whole.value) and "t.yaml:" in str(whole.value)
+
+
+def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text parsed from now on, as "file:its number of kind: lines"."""
+    parsed: list[str] = []
+
+    def counting(text: str, path: str) -> Iterator[Document]:
+        parsed.append(f"{Path(path).name}:{text.count('kind:')}")
+        return load_documents(text, path)
+
+    monkeypatch.setattr(yamlio, "load_documents", counting)
+    monkeypatch.setattr(files, "load_documents", counting)
+    return parsed
+
+
+def _configmaps(names: list[str]) -> str:
+    return "---\n".join(SETTINGS.replace("name: settings", f"name: {name}") for name in names)
+
+
+@pytest.mark.parametrize("source", ["directory", "stdin"])
+def test_a_name_the_app_does_not_have_parses_none_of_its_configmaps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                    source: str):
+    """The KubeRay samples read ConfigMaps their app may not have (ray-example, fluentbit-config):
+    looking for one reads the app once more and parses only documents whose text holds the
+    name; each of those at most once, whoever asks."""
+    readers = [READS_SETTINGS.format(name=f"c{i}", map=m) for i, m in enumerate(["absent", "late", "absent", "late"])]
+    app = write(tmp_path / "app", {"a.yaml": "---\n".join(readers), "z.yaml": _configmaps([f"cm-{i}" for i in range(20)]
+                                                                                          + ["late"])})
+    stdin = "---\n".join([(app / "a.yaml").read_text(), (app / "z.yaml").read_text()])
+    parsed = _counting_parses(monkeypatch)
+    result = render_app("-", env={}, stdin=io.BytesIO(stdin.encode())) if source == "stdin" else \
+        render_app(str(app), env={})
+    assert [c.untracked for c in result.clusters] == [["ConfigMap/absent"], [], ["ConfigMap/absent"], []]
+    assert [c.plan.config_maps for c in result.clusters] == [(), ("late",), (), ("late",)]
+    # the main pass, and from the look-ahead the ConfigMap named late alone
+    assert sorted(parsed) == (["<stdin>:1", "<stdin>:25"] if source == "stdin" else ["a.yaml:4", "z.yaml:1", "z.yaml:21"])
+
+
+def test_past_so_many_names_the_rest_is_parsed_at_once(monkeypatch: pytest.MonkeyPatch):
+    from raygitops.render import renderer
+
+    monkeypatch.setattr(renderer, "MAX_NAMES_SEARCHED", 2)
+    names = [f"m{i}" for i in range(5)]
+    text = "---\n".join([READS_SETTINGS.format(name=f"c{i}", map=m) for i, m in enumerate(names)] + [_configmaps(names)])
+    parsed = _counting_parses(monkeypatch)
+    result = render_documents(yamlio.TextDocuments(text, "app.yaml"), Settings(), "default")
+    assert [c.plan.config_maps for c in result.clusters] == [(n,) for n in names]
+    # m0, m1 each alone, then the three left at once; the main pass
+    assert sorted(parsed) == ["app.yaml:1"] * 5 + ["app.yaml:10"]
+
+
+def test_a_kept_document_that_does_not_parse_fails_as_its_whole_text(tmp_path: Path):
+    broken = _configmaps(["settings"]) + "---\nkind: ConfigMap\nmetadata: {name: settings2}\nb: [\n"
+    app = write(tmp_path / "app", {"a.yaml": READS_SETTINGS.format(name="a", map="settings2"), "z.yaml": broken})
+    with pytest.raises(RaygitopsError) as err:
+        render_app(str(app), env={})
+    with pytest.raises(RaygitopsError) as whole:
+        list(load_documents(broken, str(app / "z.yaml")))
+    assert str(err.value) == str(whole.value)

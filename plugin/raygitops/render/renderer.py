@@ -22,7 +22,7 @@ from raygitops.model.k8snames import object_problem
 from raygitops.model.objmeta import annotations, set_annotation
 from raygitops.model.plan import ClusterPlan, HookSettings, PackedCluster, Plan
 from raygitops.sources.settings import Settings
-from raygitops.sources.yamlio import Document
+from raygitops.sources.yamlio import Document, Unparsed, may_spell
 from raygitops.model import names
 
 
@@ -219,18 +219,27 @@ def _config_kind(obj: Any) -> str | None:
     return None
 
 
+# names looked for in the documents kept unparsed, before the rest of them is parsed at once
+MAX_NAMES_SEARCHED = 16
+
+
 class ConfigIndex:
     """The app's ConfigMaps and Secrets by namespace and ``(kind, name)``, learnt as the
     documents go past.  A RayCluster may read one that comes later in the app, or that is
-    not in it: the first such reference reads the app once more for them (so render never
-    needs every document in memory at once); documents read from text then parse only those
-    that may hold one (:func:`raygitops.sources.yamlio.documents_holding`)."""
+    not in it: the first such reference reads the app once more (so render never needs every
+    document in memory at once), keeping the text of the documents that may be a ConfigMap or
+    Secret (:func:`raygitops.sources.yamlio.unparsed_holding`); a name not found yet then
+    parses those of them whose text may hold it, each at most once.  A reference to a
+    ConfigMap the app does not have costs that one read, not a parse of every ConfigMap.
+    Documents not read from text are all parsed at the first such reference."""
 
     def __init__(self, documents: Iterable[Document], default_namespace: str | None) -> None:
         self._documents = documents
         self._default_namespace = default_namespace
         self._found: dict[str | None, dict[tuple[str, str], dict[str, Any]]] = {}
         self._complete = False
+        self._unparsed: list[Unparsed] | None = None  # read at the first reference not found
+        self._searched: set[str] = set()  # names their text was searched for
 
     def add(self, doc: Document) -> None:
         """Take ``doc`` if it is a ConfigMap or a Secret (a broken Secret is an error)."""
@@ -246,14 +255,44 @@ class ConfigIndex:
 
     def objects(self, namespace: str | None, wanted: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
         """The ConfigMaps and Secrets of ``namespace``, with each of ``wanted`` the app has."""
-        if not self._complete and not set(wanted) <= self._found.get(namespace, {}).keys():
-            # documents read from text parse again only those that may hold one
-            holding = getattr(self._documents, "holding", None)
-            for doc in holding(CONFIG_KINDS) if holding else self._documents:
-                if not _is_own_hook_object(doc.obj):
-                    self.add(doc)
-            self._complete = True
+        if not self._complete:
+            found = self._found.get(namespace, {})
+            names = {name for kind, name in wanted if (kind, name) not in found} - self._searched
+            if names:
+                self._look_ahead(names)
         return self._found.get(namespace, {})
+
+    def _look_ahead(self, names: set[str]) -> None:
+        """Take every ConfigMap and Secret of the app named one of ``names``."""
+        if self._unparsed is None:
+            unparsed = getattr(self._documents, "unparsed_holding", None)
+            if unparsed is None:
+                self._take(self._documents)
+                self._complete = True
+                return
+            self._unparsed = list(unparsed(CONFIG_KINDS))
+        self._searched |= names
+        # past so many names, the rest at once: each search reads every text kept
+        words = tuple(names) if len(self._searched) <= MAX_NAMES_SEARCHED else None
+        kept = []
+        for part in self._unparsed:
+            if words is not None and not may_spell(part.text, words):
+                kept.append(part)
+                continue
+            try:
+                documents = part.documents()
+            except RaygitopsError:  # a part that does not parse alone: every text parsed whole
+                self._take(self._documents.holding(CONFIG_KINDS))  # type: ignore[attr-defined]
+                kept = []
+                break
+            self._take(documents)
+        self._unparsed = kept
+        self._complete = not kept
+
+    def _take(self, documents: Iterable[Document]) -> None:
+        for doc in documents:
+            if not _is_own_hook_object(doc.obj):
+                self.add(doc)
 
     def payload(self, namespace: str | None, kind: str, name: str) -> dict[str, Any]:
         return configrefs.payload(self._found[namespace][kind, name])

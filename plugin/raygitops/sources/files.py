@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from raygitops.errors import RaygitopsError, printable
 from raygitops.model.names import OUT_MARKER
 from raygitops.sources.settings import CONFIG_NAMES, Settings, argocd_parameters
-from raygitops.sources.yamlio import Document, decode, documents_holding, load_documents
+from raygitops.sources.yamlio import Document, Unparsed, decode, documents_holding, load_documents, unparsed_holding
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 TEMPLATE_SUFFIX = ".j2"
@@ -195,6 +195,12 @@ class AppDocuments:
         parsed (:func:`raygitops.sources.yamlio.documents_holding`)."""
         for path in self._files:
             yield from documents_holding(*self._read(path), words)
+
+    def unparsed_holding(self, words: tuple[str, ...]) -> Iterator[Unparsed]:
+        """The same, not parsed yet: each file read (and templated) once more, and only the
+        text of those documents kept (:func:`raygitops.sources.yamlio.unparsed_holding`)."""
+        for path in self._files:
+            yield from unparsed_holding(*self._read(path), words)
 
     def _read(self, path: Path) -> tuple[str, str]:
         """The text of one file, templated if it is a template, and how it is shown."""

@@ -218,10 +218,10 @@ def _check_expansion(root: yaml.Node) -> None:
 # expressions know; a byte order mark as a space (libyaml skips one at a line's start, and the
 # line's column goes on from 1).
 _AS_LIBYAML_SEES = str.maketrans({"\r": "\n", "\x85": "\n", "\u2028": "\n", "\u2029": "\n", "\ufeff": " "})
-# A document marker at the start of a line (after the "\n" matched): libyaml ends every open
-# collection there, or fails ("---" inside a flow collection or a quoted scalar is an error),
-# so no document nests across one.
-_MARKER_LINE = re.compile(r"\n(?:---|\.\.\.)(?=[ \t\n]|$)")
+# A document marker at the start of a line (after the "\n" matched), never inside a scalar
+# (the parser refuses one there): libyaml ends every open collection there, or fails ("---"
+# inside a flow collection is an error), so no document nests across one.
+_DOCUMENT_MARKER = re.compile(r"\n(?:---|\.\.\.)(?=[ \t\r\n]|$)")
 # What a block-start prefix is made of when it holds no node property (&anchor, !tag)
 _PREFIX_CHARS = " \t?:-"
 # columns -> a line starting with more than that many of them (at most MAX_DEPTH patterns)
@@ -249,7 +249,7 @@ def _part_bounds(text: str, limit: int = MAX_DEPTH) -> list[tuple[int, int, int]
     whole = _within(scan, 0, len(scan), scan.count("[") + scan.count("{"), limit)
     if whole is not None:  # all the brackets in one document would still be within
         return [(0, len(text), whole)]
-    cuts = [0, *(m.start() + 1 for m in _MARKER_LINE.finditer(scan)), len(scan)]
+    cuts = [0, *(m.start() + 1 for m in _DOCUMENT_MARKER.finditer(scan)), len(scan)]
     parts = [(start, end, scan.count("[", start, end) + scan.count("{", start, end))
              for start, end in zip(cuts, cuts[1:])]
     whole = _within(scan, 0, len(scan), max(brackets for _, _, brackets in parts), limit)
@@ -445,38 +445,61 @@ class TextDocuments:
         """Only the documents in which a scalar may be one of ``words`` (:func:`documents_holding`)."""
         return documents_holding(self.text, self.path, words)
 
-
-def may_spell(text: str, words: tuple[str, ...]) -> bool:
-    """Whether a scalar of the YAML or JSON ``text`` may be one of ``words``.  Both spell a
-    scalar's characters as themselves, but for backslash escapes (double quotes) and line
-    folding, which never joins two lines without a space or a line break; so a text that
-    holds neither a word nor a backslash has no scalar equal to one."""
-    return "\\" in text or any(word in text for word in words)
+    def unparsed_holding(self, words: tuple[str, ...]) -> list[Unparsed]:
+        """The same, not parsed yet (:func:`unparsed_holding`)."""
+        return unparsed_holding(self.text, self.path, words)
 
 
-# A document marker: at the start of a line, never inside a scalar (the parser refuses one there).
-_DOCUMENT_MARKER = re.compile(r"^(?:---|\.\.\.)(?=[ \t\r\n]|$)", re.MULTILINE)
+def may_spell(text: str, words: tuple[str, ...], start: int = 0, end: int | None = None) -> bool:
+    """Whether a scalar of the YAML or JSON ``text`` (or of ``text[start:end]``) may be one of
+    ``words``.  Both spell a scalar's characters as themselves, but for backslash escapes
+    (double quotes) and line folding, which never joins two lines without a space or a line
+    break; so a text that holds neither a word nor a backslash has no scalar equal to one."""
+    end = len(text) if end is None else end
+    return text.find("\\", start, end) >= 0 or any(text.find(word, start, end) >= 0 for word in words)
+
+
+@dataclass(frozen=True)
+class Unparsed:
+    """Documents of a file not parsed yet: the part of its text from one document marker to
+    the next (or the whole text), and the lines before it."""
+
+    text: str
+    path: str
+    line: int
+
+    def documents(self) -> list[Document]:
+        """Parsed, lines counted in the whole text (errors as the part's: its lines)."""
+        return [Document(d.obj, self.path, d.line + self.line) for d in load_documents(self.text, self.path)]
+
+
+def unparsed_holding(text: str, path: str, words: tuple[str, ...]) -> list[Unparsed]:
+    """The documents of ``text`` in which a scalar may be one of ``words`` (:func:`may_spell`),
+    each alone, unparsed: the others are dropped unread.  A text with directives (``%YAML``,
+    ``%TAG``: they belong to the document after them) is one part, whole."""
+    if not may_spell(text, words):
+        return []
+    if text.startswith("%") or "\n%" in text:
+        return [Unparsed(text, path, 0)]
+    cuts = [0, *(m.start() + 1 for m in _DOCUMENT_MARKER.finditer(text)), len(text)]
+    found = []
+    line = counted = 0  # the lines before text[counted:]
+    for start, end in zip(cuts, cuts[1:]):
+        if may_spell(text, words, start, end):
+            line += text.count("\n", counted, start)
+            counted = start
+            found.append(Unparsed(text[start:end], path, line))
+    return found
 
 
 def documents_holding(text: str, path: str, words: tuple[str, ...]) -> Iterator[Document]:
     """The documents of ``text`` in which a scalar may be one of ``words`` (:func:`may_spell`),
-    each parsed alone: the others are not parsed.  A text with directives (``%YAML``, ``%TAG``:
-    they belong to the document after them), or whose parts do not parse alone, is parsed
-    whole (and its errors are those of the whole)."""
-    if not may_spell(text, words):
-        return
-    if text.startswith("%") or "\n%" in text:
-        yield from load_documents(text, path)
-        return
-    starts = [0, *(m.start() for m in _DOCUMENT_MARKER.finditer(text) if m.start()), len(text)]
+    each parsed alone (:func:`unparsed_holding`): the others are not parsed.  A text whose
+    parts do not parse alone is parsed whole (and its errors are those of the whole)."""
     found: list[Document] = []
-    line = 0
     try:
-        for start, end in zip(starts, starts[1:]):
-            part = text[start:end]
-            if may_spell(part, words):
-                found += [Document(d.obj, path, d.line + line) for d in load_documents(part, path)]
-            line += part.count("\n")
+        for part in unparsed_holding(text, path, words):
+            found += part.documents()
     except RaygitopsError:
         yield from load_documents(text, path)
         return
