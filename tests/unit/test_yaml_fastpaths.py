@@ -61,6 +61,29 @@ def test_tagged_and_quoted_scalars_keep_their_types():
     assert repr(ours(text)) == repr(library_load(text))
 
 
+@pytest.mark.parametrize("text", [
+    "s: !!set {a, b}\no: !!omap [{a: 1}, {b: 2}]\np: !!pairs [{a: 1}, {a: 2}]\n",
+    "=: x\n2: a\ntrue: b\n~: c\n1.5: d\n2026-01-02: e\n'x': f\n",
+    "a: !!seq [1, !!map {b: !!str 2}]\nb: !!binary aGk=\nc: !!float 1\n",
+    "{a: [b, {c: d}], e: [[], {}], f: [[[x]]]}\n",
+    "- a\n- - b\n  - {c: [d]}\n",
+])
+def test_plain_documents_build_what_the_safe_constructor_builds(text):
+    """Documents without merge keys or aliases are built directly (yamlio._StrictLoader._build):
+    the other tags and keys still come out as PyYAML's safe constructor makes them."""
+    assert "*" not in text and "<<" not in text
+    assert repr(ours(text)) == repr(library_load(text))
+
+
+def test_plain_documents_refuse_what_the_safe_constructor_refuses():
+    with pytest.raises(RaygitopsError, match="could not determine a constructor for the tag '!foo'"):
+        ours("a: !foo x\n")
+    with pytest.raises(RaygitopsError, match="duplicate key 1"):
+        ours("1: a\n0x1: b\n")
+    with pytest.raises(RaygitopsError, match="mapping key is not a scalar"):
+        ours("? {a: 1}\n: x\n")
+
+
 def test_a_shared_object_is_written_in_full_twice_without_anchors():
     shared = {"image": "rayproject/ray:2.41.0", "env": [{"name": "A", "value": "1"}]}
     text = dump_stream([{"a": shared, "b": shared}])

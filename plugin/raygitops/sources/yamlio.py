@@ -45,6 +45,8 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 _STR_TAG = "tag:yaml.org,2002:str"
 _MAP_TAG = "tag:yaml.org,2002:map"
 _SEQ_TAG = "tag:yaml.org,2002:seq"
+# a key "=" resolves to the value tag, which the safe constructor reads as a string key
+_STR_KEY_TAGS = frozenset({_STR_TAG, "tag:yaml.org,2002:value"})
 
 
 # Scalar tags remembered per loader or dumper: enough for an app's repeated keys and values,
@@ -98,6 +100,50 @@ class _StrictLoader(_RememberedTags, _Loader):  # type: ignore[misc, valid-type]
         # Merge keys are rare: only then track which keys each mapping wrote itself.
         merges = isinstance(stream, str) and ("<<" in stream or "merge" in stream)
         self._own_keys: dict[int, tuple[yaml.Node, set[int]]] | None = {} if merges else None
+        # Neither merge keys nor aliases (most manifests): every node is met once, in a tree
+        self._plain = isinstance(stream, str) and not merges and "*" not in stream
+
+    def construct_document(self, node: yaml.Node) -> Any:
+        """A plain document (:meth:`_build`), or PyYAML's way (merge keys, aliases)."""
+        if not self._plain:
+            return super().construct_document(node)
+        try:
+            return self._build(node)
+        finally:
+            self.constructed_objects = {}
+
+    def _build(self, node: yaml.Node) -> Any:
+        """The object of a node of a plain document, built directly: strings, mappings and
+        lists (most of a manifest) without the safe constructor's generic dispatch, its
+        bookkeeping of every node and its generators (render loads faster than PyYAML's own
+        CSafeLoader, tests/bench/bench_render.py); anything else by the safe constructor.
+        The same objects as its (tests/unit/test_yaml_fastpaths.py).  Recursive: the
+        document is at most MAX_DEPTH deep (:func:`check_nesting` ran) and has no alias."""
+        cls = node.__class__
+        if cls is yaml.ScalarNode:
+            if node.tag == _STR_TAG:
+                return sys.intern(node.value)  # interned: see _construct
+            return self.construct_object(node)
+        if cls is yaml.MappingNode and node.tag == _MAP_TAG:
+            build = self._build
+            mapping: dict = {}
+            for key_node, value_node in node.value:
+                if key_node.__class__ is yaml.ScalarNode and key_node.tag in _STR_KEY_TAGS:
+                    key = sys.intern(key_node.value)
+                else:
+                    key = build(key_node)
+                    try:
+                        hash(key)
+                    except TypeError:
+                        raise RaygitopsError("mapping key is not a scalar", line=key_node.start_mark.line + 1) from None
+                if key in mapping:
+                    raise RaygitopsError(f"duplicate key {key!r}", line=key_node.start_mark.line + 1)
+                mapping[key] = build(value_node)
+            return mapping
+        if cls is yaml.SequenceNode and node.tag == _SEQ_TAG:
+            build = self._build
+            return [build(child) for child in node.value]
+        return self.construct_object(node, deep=True)  # !!set, !!omap, !!binary, an unknown tag...
 
     def flatten_mapping(self, node: yaml.MappingNode) -> None:
         # Remember the keys written in this mapping before merges are spliced in (a merged
