@@ -163,6 +163,28 @@ def test_open_parts_stay_open_and_null_and_defaults_are_fine() -> None:
         "spec.open.k: expected integer, got string"]
 
 
+def test_leaves_pass_by_their_class_as_the_type_check_passes_them() -> None:
+    """The walk lets a leaf through by its class without a look (crdschema._Node.passes):
+    only what the type check takes, and a subclass still by isinstance."""
+    import datetime
+
+    class Text(str):
+        pass
+
+    leaves = {"s": {"type": "string"}, "i": {"type": "integer"}, "n": {"type": "number"},
+              "b": {"type": "boolean"}, "q": {"x-kubernetes-int-or-string": True}}
+    schema = {"type": "object", "properties": {**leaves, "l": {"type": "array", "items": {"type": "integer"}}}}
+    fine = {"s": Text("x"), "i": 1, "n": 1.5, "b": False, "q": "50%", "l": [1, 2]}
+    assert crdschema.problems(fine, schema, "spec") == []
+    assert crdschema.problems({"s": datetime.date(2026, 1, 2), "n": 2, "q": 3}, schema, "spec") == []
+    assert crdschema.problems({"i": True, "n": True, "q": True, "s": 1, "b": 0, "l": [1, True, "2"]}, schema,
+                              "spec") == [
+        "spec.i: expected integer, got boolean", "spec.n: expected number, got boolean",
+        "spec.q: expected integer or string, got boolean", "spec.s: expected string, got integer",
+        "spec.b: expected boolean, got integer", "spec.l[1]: expected integer, got boolean",
+        "spec.l[2]: expected integer, got string"]
+
+
 def test_diff_does_not_refuse_the_base_for_what_the_head_fixes(tmp_path: Path) -> None:
     base, head = tmp_path / "base", tmp_path / "head"
     for side, text in ((base, CLUSTER.replace("containers: [{", "containres: [{")), (head, CLUSTER)):

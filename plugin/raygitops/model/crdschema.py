@@ -46,6 +46,12 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "number": (int, float),
 }
 _NAMES = {dict: "mapping", list: "list", str: "string", bool: "boolean", int: "integer", float: "number"}
+# the classes a loaded manifest holds that each type takes (a subclass is checked by isinstance)
+_CLASSES: dict[str, frozenset[type]] = {
+    "object": frozenset({dict}), "array": frozenset({list}), "boolean": frozenset({bool}),
+    "string": frozenset({str, datetime.date, datetime.datetime}), "integer": frozenset({int}),
+    "number": frozenset({int, float}), "integer or string": frozenset({int, str}),
+}
 
 
 def strip_schema(schema: Any) -> Any:
@@ -70,6 +76,7 @@ def crd_spec_schema(crd: dict[str, Any]) -> Any:
     return strip_schema(v1["schema"]["openAPIV3Schema"]["properties"]["spec"])
 
 
+@functools.lru_cache(maxsize=64)
 def schema_version(kuberay_version: str | None) -> tuple[str, bool]:
     """The shipped schema for a target KubeRay version, and whether it is the target's own."""
     shipped = sorted(SCHEMAS, key=version_tuple)
@@ -103,7 +110,8 @@ class _Node:
     read when the walk first meets them: a one-cluster render meets about 70 of the schema's
     2,800 nodes, and reading them all was half of its run after the imports."""
 
-    __slots__ = ("types", "no_bool", "expected", "enum", "props", "extra", "closed", "required", "items", "leaf")
+    __slots__ = ("types", "no_bool", "expected", "enum", "props", "extra", "closed", "required", "items", "leaf",
+                 "passes")
 
     def __init__(self, schema: dict[str, Any]) -> None:
         if schema.get("x-kubernetes-int-or-string"):
@@ -127,6 +135,8 @@ class _Node:
         self.items = _Node(items) if isinstance(items, dict) else None
         # a scalar that passes the type check has nothing more to check
         self.leaf = self.enum is None and self.expected not in ("object", "array", None)
+        # of a leaf, the classes of the values that pass without a look (the walk's fast path)
+        self.passes = _CLASSES.get(self.expected or "", frozenset()) if self.leaf else frozenset()
 
     def accepts(self, value: Any) -> bool:
         return self.types is None or (isinstance(value, self.types) and not (self.no_bool and value.__class__ is bool))
@@ -175,7 +185,7 @@ def _walk(value: Any, node: _Node, parts: list[Any], found: list[str]) -> None:
             elif child_node.__class__ is dict:
                 child_node = props[key] = _Node(child_node)  # type: ignore[index, arg-type]
             if child_node is not None:
-                if child is None or (child_node.leaf and child_node.accepts(child)):
+                if child is None or child.__class__ in child_node.passes:
                     continue
                 parts.append(key)
                 _walk(child, child_node, parts, found)
@@ -190,7 +200,7 @@ def _walk(value: Any, node: _Node, parts: list[Any], found: list[str]) -> None:
     elif isinstance(value, list) and node.items is not None:
         items = node.items
         for index, item in enumerate(value):
-            if item is None or (items.leaf and items.accepts(item)):
+            if item is None or item.__class__ in items.passes:
                 continue
             parts.append((index,))
             _walk(item, items, parts, found)
