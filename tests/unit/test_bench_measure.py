@@ -12,6 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from appgen import write_app  # noqa: E402
 from measure import BenchmarkError, Figure, peak_rss_bytes  # noqa: E402
+from sharedpaths import corpus_files  # noqa: E402
 
 
 @pytest.mark.parametrize("subject, floor", [([], []), ([1.0], []), ([math.nan], [1.0]), ([1.0], [math.nan]),
@@ -44,3 +45,42 @@ def test_peak_rss_is_the_child_s_own(tmp_path: Path):
     rss = peak_rss_bytes("render", str(app))
     assert 5 * 1024 * 1024 < rss < 150 * 1024 * 1024
     del ballast
+
+
+needs_corpus = pytest.mark.skipif(not corpus_files(), reason="../shared/corpus absent: no KubeRay samples")
+
+
+@needs_corpus
+def test_the_sample_app_is_the_samples_as_written(tmp_path: Path):
+    """The real-sample app of bench_render: the corpus' RayCluster documents as their
+    authors wrote them (comments and all), only renamed, cycled to the count asked, a
+    ConfigMap after each, in 20 files, for the samples' KubeRay."""
+    import yaml
+    from appgen import sample_texts, write_sample_app
+
+    texts = sample_texts()
+    app = write_sample_app(tmp_path / "app", 60)
+    assert (app / "raygitops.yaml").read_text() == 'kuberayVersion: "1.7"\n'
+    files = sorted(app.glob("samples-*.yaml"))
+    docs = [d for p in files for d in yaml.safe_load_all(p.read_text())]
+    assert len(files) == 20 and [d["kind"] for d in docs] == ["RayCluster", "ConfigMap"] * 60
+    names = [d["metadata"]["name"] for d in docs if d["kind"] == "RayCluster"]
+    assert names == [f"rc-{i}" for i in range(60)]
+    written = "".join(p.read_text() for p in files)
+    for i, text in enumerate(texts):  # each sample's text is there but for its name
+        original = yaml.safe_load(text)["metadata"]["name"]
+        assert text.replace(f"name: {original}", f"name: rc-{i}", 1) in written, original
+
+
+@needs_corpus
+def test_the_sample_app_renders_with_one_line_per_warning(tmp_path: Path):
+    from appgen import write_sample_app
+
+    from raygitops.render.pipeline import render_app
+
+    result = render_app(str(write_sample_app(tmp_path / "app", 100)), env={})
+    assert len([o for o in result.objects if o["kind"] == "RayCluster"]) == 100
+    # the fields the 1.7 samples hold that the newest shipped schema does not: one line each
+    assert result.warnings and all(" RayClusters: " in w for w in result.warnings), result.warnings
+    assert len(result.warnings) == len({w.split(": ", 2)[1] for w in result.warnings})
+
