@@ -84,3 +84,18 @@ def test_the_sample_app_renders_with_one_line_per_warning(tmp_path: Path):
     assert result.warnings and all(" RayClusters: " in w for w in result.warnings), result.warnings
     assert len(result.warnings) == len({w.split(": ", 2)[1] for w in result.warnings})
 
+
+def test_the_samples_tripwire_catches_a_render_twice_as_slow():
+    """CI runs bench_render --quick: its figure of KubeRay's samples (the full mode's 1,000
+    clusters) trips when render takes twice its time, from the level docs/performance.md
+    records, and not at that level."""
+    import re
+
+    from bench_render import samples_figure
+    from measure import DOC
+
+    row = next(line for line in DOC.read_text().splitlines() if "KubeRay's samples as written" in line)
+    level = float(re.search(r"\| ([0-9.]+)× [✓✗] \|", row).group(1))
+    floor = [1.0] * 5
+    assert samples_figure(1000, [level] * 5, floor).ok(quick=True)
+    assert not samples_figure(1000, [2 * level] * 5, floor).ok(quick=True)
