@@ -177,8 +177,8 @@ def test_a_later_configmap_is_found_however_it_is_spelled(tmp_path: Path, spelli
     assert _config_hash(result.objects[0]).startswith("c1-") and result.clusters[0].plan.config_maps == ("settings",)
 
 
-def test_the_second_read_parses_only_the_documents_that_may_be_a_configmap_or_secret(tmp_path: Path,
-                                                                                    monkeypatch: pytest.MonkeyPatch):
+def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text parsed from now on, as "file:its number of kind: lines"."""
     parsed: list[str] = []
 
     def counting(text: str, path: str) -> Iterator[Document]:
@@ -187,6 +187,12 @@ def test_the_second_read_parses_only_the_documents_that_may_be_a_configmap_or_se
 
     monkeypatch.setattr(yamlio, "load_documents", counting)
     monkeypatch.setattr(files, "load_documents", counting)
+    return parsed
+
+
+def test_the_second_read_parses_only_the_documents_that_may_be_a_configmap_or_secret(tmp_path: Path,
+                                                                                    monkeypatch: pytest.MonkeyPatch):
+    parsed = _counting_parses(monkeypatch)
     # z.yaml: a RayCluster, then the ConfigMap on line 22 (a comment and a "..." first)
     mixed = cluster("z", meta=RECREATE) + "# ---\n...\n---\n" + SETTINGS
     app = _reader_and_map(tmp_path, mixed)
@@ -211,19 +217,6 @@ def test_a_document_parsed_alone_keeps_its_line_and_a_text_that_cannot_be_split_
     with pytest.raises(RaygitopsError) as whole:
         list(load_documents(broken, "t.yaml"))
     assert str(alone.value) == str(whole.value) and "t.yaml:" in str(whole.value)
-
-
-def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Every text parsed from now on, as "file:its number of kind: lines"."""
-    parsed: list[str] = []
-
-    def counting(text: str, path: str) -> Iterator[Document]:
-        parsed.append(f"{Path(path).name}:{text.count('kind:')}")
-        return load_documents(text, path)
-
-    monkeypatch.setattr(yamlio, "load_documents", counting)
-    monkeypatch.setattr(files, "load_documents", counting)
-    return parsed
 
 
 def _configmaps(names: list[str]) -> str:
