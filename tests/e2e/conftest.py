@@ -80,6 +80,42 @@ def _plane(kuberay: str | None = None, run_job_pods: bool = False):
         yield plane
 
 
+# A session control plane stops as soon as no test left in the run needs it, not at the end
+# of the session: an idle one still costs CPU (the API server's watch caches, the operator's
+# and kwok's heartbeats), taken from the tests that run after it.
+_started: dict[str, controlplane.ControlPlane] = {}  # session plane fixture name -> its plane
+_last_user: dict[str, str] = {}  # session plane fixture name -> nodeid of the last test needing it
+SESSION_PLANES = ("control_plane", "control_plane_next", "control_plane_jobs")
+
+
+def _planes_needed(item: pytest.Item) -> set[str]:
+    """The session control planes a test uses: those in its fixture closure (whichever
+    conftest defines ``control_plane``: tests/reliability shares this one's), and the one its
+    ``plane`` parameter picks."""
+    info = getattr(item, "_fixtureinfo", None)
+    needed = {name for name in SESSION_PLANES
+              if info is not None and name in info.names_closure
+              and any(d.scope == "session" for d in info.name2fixturedefs.get(name, ()))}
+    param = getattr(getattr(item, "callspec", None), "params", {}).get("plane")
+    if param is not None:
+        needed.add("control_plane" if param == "kuberay" else "control_plane_next")
+    return needed
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    yield  # after the test's own fixtures are torn down (its namespace, on this plane)
+    if not _last_user:  # once, from the run's final order (the last user of each plane wins)
+        for each in item.session.items:
+            for name in _planes_needed(each):
+                _last_user[name] = each.nodeid
+        _last_user.setdefault("", "")
+    for name, plane in list(_started.items()):
+        if _last_user.get(name) == item.nodeid:
+            del _started[name]
+            plane.stop()  # the fixture's own cleanup at the session's end finds it stopped
+
+
 _default: controlplane.ControlPlane | None = None  # shared with tests/reliability (its conftest reads it)
 
 
@@ -87,7 +123,7 @@ _default: controlplane.ControlPlane | None = None  # shared with tests/reliabili
 def control_plane(_e2e_binaries) -> controlplane.ControlPlane:
     global _default
     for plane in _plane():
-        _default = plane
+        _default = _started["control_plane"] = plane
         try:
             yield plane
         finally:
@@ -103,7 +139,9 @@ def control_plane_next(_e2e_binaries) -> controlplane.ControlPlane:
         if REQUIRE:
             pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {exc}", pytrace=False)
         pytest.skip(str(exc))
-    yield from _plane(version)
+    for plane in _plane(version):
+        _started["control_plane_next"] = plane
+        yield plane
 
 
 @pytest.fixture(params=["kuberay", "kuberay-next"])
@@ -116,7 +154,9 @@ def plane(request) -> controlplane.ControlPlane:
 def control_plane_jobs(_e2e_binaries) -> controlplane.ControlPlane:
     """A control plane whose Job pods stay Pending for a runner (tests/e2e/jobrunner.py)
     instead of being faked Complete by kwok (started only when asked for)."""
-    yield from _plane(run_job_pods=True)
+    for plane in _plane(run_job_pods=True):
+        _started["control_plane_jobs"] = plane
+        yield plane
 
 
 @pytest.fixture(scope="session")
