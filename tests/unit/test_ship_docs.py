@@ -76,3 +76,50 @@ def test_readme_replace_groups_example_renders_as_it_says(tmp_path: Path) -> Non
     (cluster,) = plan["clusters"]
     assert cluster["strategy"] == "ReplaceGroups" and cluster["maxUnavailable"] == "1"
     assert sorted(cluster["hashes"]["workers"]) == ["cpu", "gpu"]
+
+
+FAIL_ON_CLASSES = re.compile(r"--fail-on ([a-z][a-z,-]*[a-z])")
+
+
+def exit_code_meanings(text: str) -> list[str]:
+    """The ``--fail-on`` classes every sentence (or table row) that names ``--exit-code`` binds it to."""
+    chunks = []
+    for paragraph in text.split("\n\n"):
+        if paragraph.lstrip().startswith("|"):
+            chunks += paragraph.splitlines()
+        else:
+            chunks += re.split(r"(?<=[.;])\s", " ".join(paragraph.split()))
+    return [m for chunk in chunks if "--exit-code" in chunk for m in FAIL_ON_CLASSES.findall(chunk)]
+
+
+def test_exit_code_means_one_thing_everywhere() -> None:
+    """`--exit-code` is `--fail-on recreate,replace` in the code, its --help and every doc
+    that says what it is."""
+    from raygitops.preview.command import fail_classes
+
+    assert fail_classes(None, True) == fail_classes("recreate,replace", False)
+    help_text = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--help"], capture_output=True,
+                               text=True, check=True).stdout
+    said = {"diff --help": exit_code_meanings("--exit-code" + help_text.split("--exit-code", 1)[1].split("--fail-on CLASSES")[0])}
+    for doc in DOCS:
+        found = exit_code_meanings(doc.read_text())
+        if found:
+            said[doc.relative_to(REPO).as_posix()] = found
+    assert {"diff --help", "examples/pr-preview/README.md", "docs/preview.md"} <= set(said), said
+    assert {place: meanings for place, meanings in said.items() if set(meanings) != {"recreate,replace"}} == {}, said
+
+
+def test_readme_rbac_summary_lists_every_right_of_the_role() -> None:
+    """The FAQ's "What rights does the hook have?" names every verb on every resource of the
+    Role render writes (app/ConfigMap and Secret rules included)."""
+    from raygitops.render.hookresources import RULES, _config_rules
+    from raygitops.model.plan import Plan
+
+    answer = (REPO / "README.md").read_text().split("**What rights does the hook have?**")[1].split("\n\n")[0]
+    answer = " ".join(answer.split()).lower()
+    rules = RULES + [{"resources": ["jobs"], "verbs": ["patch"]}] + _config_rules(
+        Plan(namespace="ray", config_maps={"c": {}}, secrets={"s": {}}))
+    for rule in rules:
+        for resource in rule["resources"]:
+            for verb in rule["verbs"]:
+                assert re.search(rf"\b{verb}\b[^.;]*\b{resource.rstrip('s')}", answer), (verb, resource, answer)
