@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from raygitops.errors import RaygitopsError
 from raygitops.model.names import HASH_ANNOTATION, HASHES_ANNOTATION
@@ -167,9 +168,47 @@ def test_other_documents_pass_through_unchanged_and_in_order(tmp_path: Path) -> 
     cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: z}\ndata: {b: '1', a: '2'}\n"
     result = render(tmp_path, {"1.yaml": cm + "---\n" + cluster(), "2.yaml": cm.replace("name: z", "name: y")})
     assert kinds(result) == ["ConfigMap", "RayCluster", "ConfigMap"]
-    assert result.objects[0] == {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "z"},
+    # unchanged but for the namespace every namespaced object gets (below)
+    assert result.objects[0] == {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "z", "namespace": "default"},
                                  "data": {"b": "1", "a": "2"}}
     assert list(result.objects[0]["data"]) == ["b", "a"]
+
+
+def test_the_namespace_setting_applies_to_every_namespaced_object_that_names_none(tmp_path: Path) -> None:
+    """As kustomize's `namespace:`: a ConfigMap, a ServiceAccount, a custom resource of the
+    app land in raygitops.yaml's namespace (Argo CD would put them in its destination);
+    cluster-scoped kinds and objects naming a namespace keep theirs; the hook's Role names
+    the ConfigMap the pods read in that namespace, the duplicate check and --out agree."""
+    reads = yaml.safe_load(cluster(meta=RECREATE))
+    reads["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["envFrom"] = [
+        {"configMapRef": {"name": "cfg"}}]
+    reads = yaml.safe_dump(reads)
+    others = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {a: '1'}\n---\n"
+              "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: sa}\n---\n"
+              "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\n"
+              "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: cr}\n---\n"
+              "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns}\n---\n"
+              "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: elsewhere, namespace: other}\n")
+    app = write(tmp_path / "app", {"raygitops.yaml": "namespace: ray\n", "c.yaml": reads, "o.yaml": others})
+    result = render_app(str(app), env={"ARGOCD_APP_NAMESPACE": "destination"})
+    where = {(o["kind"], o["metadata"]["name"]): o["metadata"].get("namespace") for o in result.objects}
+    assert where[("ConfigMap", "cfg")] == where[("ServiceAccount", "sa")] == where[("Widget", "w")] == "ray"
+    assert where[("ClusterRole", "cr")] is None and where[("Namespace", "ns")] is None
+    assert where[("ConfigMap", "elsewhere")] == "other"
+    (role,) = [o for o in result.objects if o["kind"] == "Role"]
+    assert role["metadata"]["namespace"] == "ray"
+    assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["cfg"], "verbs": ["get", "patch"]} \
+        in role["rules"]
+    (app / "twice.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: ray}\n")
+    with pytest.raises(RaygitopsError, match="ConfigMap ray/cfg is defined twice"):
+        render_app(str(app))
+    (app / "twice.yaml").unlink()
+    from raygitops.render.output import write_out_dir
+
+    written = write_out_dir(render_app(str(app)).objects, str(tmp_path / "out"), "ray")
+    assert {"ray/configmap-cfg.yaml", "ray/widget-w.yaml", "_cluster/clusterrole-cr.yaml",
+            "other/configmap-elsewhere.yaml"} <= set(written)
+    assert yaml.safe_load((tmp_path / "out" / "ray" / "widget-w.yaml").read_text())["metadata"]["namespace"] == "ray"
 
 
 @pytest.mark.parametrize("kind,field", [("RayJob", "rayClusterSpec"), ("RayService", "rayClusterConfig")])

@@ -20,6 +20,7 @@ from raygitops.render.hookresources import hook_resources
 from raygitops.model.k8snames import object_problem
 from raygitops.model.objmeta import annotations, set_annotation
 from raygitops.model.plan import ClusterPlan, HookSettings, PackedCluster, Plan
+from raygitops.model.scope import namespaced
 from raygitops.sources.settings import Settings
 from raygitops.sources.yamlio import Document
 from raygitops.model import names
@@ -305,14 +306,15 @@ class Render:
                 doc.path, doc.line,
             )
         self._seen[identity] = where
+        # Every namespaced object lands where the duplicate check, the hook's plan and Role,
+        # and --out take it to be, as kustomize's `namespace:` sets it (Argo CD would
+        # otherwise put a namespace-less one in its destination, whatever raygitops.yaml
+        # says); for Helm it stays where Helm puts it, and so does the hook.
+        if namespace and namespaced(obj) and not obj["metadata"].get("namespace"):
+            obj["metadata"]["namespace"] = namespace
         try:
             strategy.check_no_hook_annotations(obj)
             if is_raycluster(obj):
-                # The hook looks for the cluster where the plan says: make sure it lands there
-                # (Argo CD would otherwise put a namespace-less one in its destination);
-                # for Helm it stays where Helm puts it, and so does the hook.
-                if namespace:
-                    obj["metadata"].setdefault("namespace", namespace)
                 cluster, warnings = _render_cluster(doc, namespace, self._settings, self._rules, self._configs)
                 self.result.warnings += [f"{printable(where)}: {w}"
                                          for w in [*strategy.annotation_warnings(obj), *warnings]]
