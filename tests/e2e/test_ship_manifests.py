@@ -100,3 +100,38 @@ def test_rendered_examples(control_plane: ControlPlane, namespace: str, app: str
                 subject["namespace"] = namespace
     out = dry_run(control_plane, docs, namespace)
     assert "job.batch/raygitops-presync" in out and "raycluster.ray.io/" in out
+
+
+def _size_cases():
+    """ConfigMaps and Secrets at the 1 MiB limit and one byte over it, counted the ways the
+    API server might count: multi-byte text, binaryData, Secret data with stringData merged
+    in, long keys (not counted)."""
+    import base64
+
+    from raygitops.model.sizes import MAX_DATA_BYTES as MAX
+
+    for extra in (0, 1):
+        yield {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"text-{extra}"},
+               "data": {"k" * 200: "é" * (MAX // 2 - 5), "b": "x" * (10 + extra)}}
+        yield {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"binary-{extra}"},
+               "data": {"a": "x" * (MAX // 2)},
+               "binaryData": {"b": base64.b64encode(b"\0" * (MAX // 2 + extra)).decode()}}
+        yield {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"secret-{extra}"},
+               "data": {"a": base64.b64encode(b"\1" * (MAX // 2)).decode(), "b": "eHh4"},
+               "stringData": {"b": "y" * (MAX // 2 + extra)}}
+
+
+def test_render_refuses_exactly_what_the_api_server_refuses_for_size(control_plane: ControlPlane,
+                                                                     namespace: str) -> None:
+    """model/sizes.py counts as the API server validates: each object at the limit is
+    accepted by a server-side dry run and by render's check, one byte more refused by both."""
+    from raygitops.model.sizes import size_problem
+
+    verdicts = {}
+    for obj in _size_cases():
+        res = control_plane.kubectl("apply", "--dry-run=server", "--server-side", "-n", namespace, "-f", "-",
+                                    input=yaml.safe_dump(obj), check=False, timeout=120)
+        server = res.returncode == 0
+        assert server or "1048576" in res.stderr, res.stderr
+        verdicts[obj["metadata"]["name"]] = (server, size_problem("", obj["kind"], obj) is None)
+    assert verdicts == {name: (name.endswith("-0"), name.endswith("-0")) for name in verdicts}, verdicts

@@ -21,6 +21,7 @@ from raygitops.model.k8snames import object_problem
 from raygitops.model.objmeta import annotations, set_annotation
 from raygitops.model.plan import ClusterPlan, HookSettings, PackedCluster, Plan
 from raygitops.model.scope import namespaced
+from raygitops.model.sizes import size_problem
 from raygitops.sources.settings import Settings
 from raygitops.sources.yamlio import Document
 from raygitops.model import names
@@ -129,7 +130,7 @@ def api_group(api_version: str) -> str:
 
 def _check_accepted(group: str, kind: str, obj: dict[str, Any]) -> None:
     """Refuse what the API server would refuse (checked after render added its annotations)."""
-    problem = object_problem(group, kind, obj)
+    problem = object_problem(group, kind, obj) or size_problem(group, kind, obj)
     if problem:
         raise RaygitopsError(problem)
 
