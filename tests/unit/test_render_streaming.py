@@ -180,9 +180,9 @@ def test_the_second_read_parses_only_the_documents_that_may_be_a_configmap_or_se
                                                                                     monkeypatch: pytest.MonkeyPatch):
     parsed: list[str] = []
 
-    def counting(text: str, path: str) -> Iterator[Document]:
+    def counting(text: str, path: str, lists: bool = False) -> Iterator[Document]:
         parsed.append(f"{Path(path).name}:{text.count('kind:')}")
-        return load_documents(text, path)
+        return load_documents(text, path, lists)
 
     monkeypatch.setattr(yamlio, "load_documents", counting)
     monkeypatch.setattr(files, "load_documents", counting)

@@ -153,13 +153,21 @@ def _check_operator_knows_upgrade_strategy(version: str | None) -> None:
         )
 
 
-def _check_schema(spec: dict[str, Any], kuberay_version: str | None) -> list[str]:
-    """What the API server would prune or refuse is an error here, at the file and line (an
+# schema errors listed at once for one RayCluster (the rest are counted)
+MAX_SCHEMA_ERRORS = 20
+
+
+def _check_schema(spec: dict[str, Any], kuberay_version: str | None, doc: Document) -> list[str]:
+    """What the API server would prune or refuse is an error here, each at its own line (an
     unknown field only a warning when the target's own CRD is not known); the warnings."""
     found = crdschema.check_spec(spec, kuberay_version)
     if found.errors:
-        more = f" (and {len(found.errors) - 1} more)" if len(found.errors) > 1 else ""
-        raise RaygitopsError(f"{found.errors[0]}{more}")
+        shown = found.errors[:MAX_SCHEMA_ERRORS]
+        errors = [RaygitopsError(problem, line=line) for problem, line in zip(shown, doc.lines_of(shown))]
+        if len(found.errors) > len(shown):
+            errors.append(RaygitopsError(f"and {len(found.errors) - len(shown)} more schema errors in this RayCluster",
+                                         line=doc.line))
+        raise RaygitopsError(errors[0].message, line=errors[0].line, also=errors[1:])
     return found.warnings
 
 
@@ -176,7 +184,7 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings, ru
         strategy.move_strategy_to_annotation(obj, chosen)
     elif "upgradeStrategy" in spec:
         _check_operator_knows_upgrade_strategy(settings.kuberay_version)
-    warnings = _check_schema(spec, settings.kuberay_version) if settings.validate_schema else []
+    warnings = _check_schema(spec, settings.kuberay_version, doc) if settings.validate_schema else []
     hashes = hash_spec(shaping, rules)
     _write_hashes(spec, hashes)
     # A spec that keeps KubeRay's own Recreate is not config-hashed: the operator hashes the
@@ -270,6 +278,8 @@ class Render:
     def __init__(self, documents: Iterable[Document], settings: Settings, default_namespace: str | None,
                  app: str | None = None, keep: bool = True) -> None:
         self.result = RenderResult(default_namespace=default_namespace, settings=settings)
+        # what reading the app left out and says so (an object in a values file, ...)
+        self.result.warnings += getattr(documents, "warnings", [])
         self._documents, self._settings, self._app, self._keep = documents, settings, app, keep
         self._configs = ConfigIndex(documents, default_namespace)
         self._rules = HashRules(tuple(settings.hash_ignore))
