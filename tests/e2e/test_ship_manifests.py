@@ -41,22 +41,41 @@ def dry_run(cp: ControlPlane, docs: list[dict], namespace: str) -> str:
     return res.stdout
 
 
-def test_component_over_argocd_install(control_plane: ControlPlane, namespace: str, argocd_module: Path,
-                                       tmp_path: Path) -> None:
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "install.yaml").write_text((argocd_module / "manifests" / "install.yaml").read_text())
-    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": namespace,
-        "resources": ["install.yaml"], "components": [os.path.relpath(REPO / "argocd", overlay)]}))
+def test_readmes_install_over_argocd_install(control_plane: ControlPlane, namespace: str, argocd_module: Path,
+                                            tmp_path: Path) -> None:
+    """The README's Argo CD install as a new user follows it: its overlay beside a checkout,
+    built by kubectl's kustomize (what `kubectl apply -k` runs), sent to a real API server as
+    a server-side dry run: the patched argocd-repo-server, the plugin ConfigMap and argocd-cm
+    with the health check. Changed for the test only: Argo CD's install.yaml read from its Go
+    module (v3.6.1, the README's URL; no GitHub here) and the namespace (the test's)."""
+    overlay, kustomization = ship_support.readme_overlay(tmp_path, argocd_module / "manifests" / "install.yaml")
+    text = (overlay / "kustomization.yaml").read_text()
+    assert kustomization["namespace"] == "argocd"
+    (overlay / "kustomization.yaml").write_text(text.replace("namespace: argocd", f"namespace: {namespace}", 1))
     built = control_plane.kubectl("kustomize", str(overlay), timeout=120).stdout
     docs = [d for d in yaml.safe_load_all(built) if d]
     ours = [d for d in docs if (d["kind"], d["metadata"]["name"]) in {("Deployment", "argocd-repo-server"),
                                                                       ("ConfigMap", "argocd-cm")}
             or d["metadata"]["name"].startswith("raygitops-cmp-")]
     assert len(ours) == 3
+    (deploy,) = [d for d in ours if d["kind"] == "Deployment"]
+    (sidecar,) = [c for c in deploy["spec"]["template"]["spec"]["containers"] if c["name"] == "raygitops"]
+    (image,) = kustomization["images"]
+    assert sidecar["image"] == f"{image['newName']}:{image['newTag']}"
+    assert {"name": "RAYGITOPS_HOOK_IMAGE", "value": sidecar["image"]} in sidecar["env"]
+    (cm,) = [d for d in ours if d["metadata"]["name"] == "argocd-cm"]
+    assert "resource.customizations.health.ray.io_RayCluster" in cm["data"]
     out = dry_run(control_plane, ours, namespace)
     assert "deployment.apps/argocd-repo-server serverside-applied (server dry run)" in out
+    assert "configmap/argocd-cm serverside-applied (server dry run)" in out
+    assert f"configmap/{[d for d in ours if d['metadata']['name'].startswith('raygitops-cmp-')][0]['metadata']['name']}" \
+        " serverside-applied (server dry run)" in out
+    # the API server does check the Deployment (so the pass above means something)
+    deploy["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].append({"name": "no-such-volume",
+                                                                                "mountPath": "/x"})
+    res = control_plane.kubectl("apply", "--dry-run=server", "--server-side", "-n", namespace, "-f", "-",
+                                input=yaml.safe_dump(deploy), check=False, timeout=120)
+    assert res.returncode != 0 and "no-such-volume" in res.stderr, res.stderr
 
 
 def test_example_application_against_argocd_crd(control_plane: ControlPlane, namespace: str,

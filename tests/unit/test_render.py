@@ -279,7 +279,33 @@ def test_near_miss_opt_in_warns_with_the_spelling(tmp_path: Path, key: str) -> N
 
 def test_known_and_foreign_annotations_do_not_warn(tmp_path: Path) -> None:
     meta = "  annotations: {raygitops.dev/upgrade-strategy: Recreate, example.com/team: ml}\n"
-    assert render(tmp_path, {"c.yaml": cluster(meta=meta)}).warnings == []
+    assert render(tmp_path, {"c.yaml": cluster(meta=meta)}, overrides={"hook_image": PUSHED}).warnings == []
+
+
+PUSHED = "registry.example.com/team/raygitops:0.1.0"
+
+
+@pytest.mark.parametrize("image,env", [(None, {}), ("raygitops:0.1.0", {}), (None, {"RAYGITOPS_HOOK_IMAGE": "raygitops:9"}),
+                                       ("docker.io/library/raygitops:0.1.0", {})])
+def test_a_hook_image_no_registry_serves_is_warned_about(tmp_path: Path, image: str | None, env: dict) -> None:
+    """The default (the local build's name) and its spellings: the hook Job's pod would wait
+    in ImagePullBackOff until its deadline (about 17 minutes) with nothing said at render."""
+    result = render_app(str(write(tmp_path, {"c.yaml": cluster(meta=RECREATE)})), env=env,
+                        overrides={"hook_image": image})
+    (warning,) = result.warnings
+    assert warning.startswith("hook image raygitops:") or warning.startswith("hook image docker.io/library/raygitops:")
+    assert "no registry serves it" in warning and "hook.image" in warning
+
+
+@pytest.mark.parametrize("image", [PUSHED, "localhost/raygitops:test", "localhost:5000/raygitops", "myorg/raygitops:1"])
+def test_a_hook_image_with_a_registry_or_a_path_is_not_warned_about(tmp_path: Path, image: str) -> None:
+    result = render_app(str(write(tmp_path, {"c.yaml": cluster(meta=RECREATE)})), env={},
+                        overrides={"hook_image": image})
+    assert result.warnings == [] and result.plans
+
+
+def test_no_hook_no_hook_image_warning(tmp_path: Path) -> None:
+    assert render(tmp_path, {"c.yaml": cluster()}).warnings == []  # nothing opts in: no Job
 
 
 def test_a_lowercase_strategy_says_the_spelling(tmp_path: Path) -> None:

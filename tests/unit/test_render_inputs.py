@@ -18,8 +18,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def render(*args: str, stdin: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`raygitops render ARGS` with a hook image a registry serves (no warning about it)."""
     return subprocess.run([sys.executable, "-m", "raygitops", "render", *args], input=stdin, capture_output=True,
-                          text=True, timeout=60, cwd=cwd)
+                          text=True, timeout=60, cwd=cwd,
+                          env={**os.environ, "RAYGITOPS_HOOK_IMAGE": "registry.example.com/raygitops:0.1.0"})
 
 
 def documents(text: str) -> list[dict]:

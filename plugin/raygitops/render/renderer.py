@@ -22,7 +22,7 @@ from raygitops.model.objmeta import annotations, set_annotation
 from raygitops.model.plan import ClusterPlan, HookSettings, PackedCluster, Plan
 from raygitops.model.scope import namespaced
 from raygitops.model.sizes import size_problem
-from raygitops.sources.settings import Settings
+from raygitops.sources.settings import HOOK_IMAGE_ENV, Settings, unserved_image
 from raygitops.sources.yamlio import Document
 from raygitops.model import names
 
@@ -354,6 +354,11 @@ class Render:
         # trap, a CRD that drops the field) and says so.
         namespaces = sorted({ns for ns, c in self._plans if strategy.opted_in(c.strategy) or c.native},
                             key=lambda ns: ns or "")
+        if namespaces and unserved_image(settings.hook_image):
+            self.result.warnings.append(
+                f"hook image {settings.hook_image}: no registry serves it, so the hook Job's pod cannot pull it "
+                "(it waits in ImagePullBackOff until its deadline): set hook.image (the hook-image parameter, "
+                f"--hook-image or {HOOK_IMAGE_ENV}) to the raygitops image you pushed")
         if None in namespaces and len(namespaces) > 1:
             # Helm would put both hooks in the release namespace if it is one of the named ones,
             # and the second plan would replace the first.
