@@ -13,7 +13,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 # every Markdown file of the repository (none exempted)
-DOCS = sorted(p for p in REPO.rglob("*.md") if ".git" not in p.parts and "node_modules" not in p.parts)
+DOCS = sorted(p for p in REPO.rglob("*.md") if "node_modules" not in p.parts
+              and not any(part.startswith(".") for part in p.relative_to(REPO).parts))  # .git, tool caches
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(REPO).as_posix())
@@ -123,3 +124,47 @@ def test_readme_rbac_summary_lists_every_right_of_the_role() -> None:
         for resource in rule["resources"]:
             for verb in rule["verbs"]:
                 assert re.search(rf"\b{verb}\b[^.;]*\b{resource.rstrip('s')}", answer), (verb, resource, answer)
+
+
+TOOL_VERSIONS = {  # how a doc names a tool's version -> the versions.env pin it must be
+    r"Argo CD v(\d+\.\d+\.\d+)": "ARGOCD_VERSION", r"argo-cd/v(\d+\.\d+\.\d+)": "ARGOCD_VERSION",
+    r"Helm v(\d+\.\d+\.\d+)": "HELM_VERSION", r"kustomize v(\d+\.\d+\.\d+)": "KUSTOMIZE_VERSION",
+    r"kustomize-controller v(\d+\.\d+\.\d+)": "FLUX_KUSTOMIZE_CONTROLLER_VERSION",
+}
+PLACEHOLDER_HOSTS = ("example.com", "example.invalid", "kubernetes.default.svc", "127.0.0.1", "localhost")
+
+
+def shipped_texts() -> dict[str, str]:
+    """Every Markdown file and every YAML file a user copies (argocd/, examples/, helm-plugin/)."""
+    files = [*DOCS, *(p for d in ("argocd", "examples", "helm-plugin") for p in (REPO / d).rglob("*.y*ml"))]
+    return {p.relative_to(REPO).as_posix(): p.read_text() for p in files}
+
+
+def test_versions_named_are_the_ones_the_tests_run() -> None:
+    """Issue 37: the install snippet said Argo CD 3.5.1 while the tests run 3.6.1."""
+    sys.path.insert(0, str(REPO / "tests" / "unit"))
+    import ship_support
+
+    pinned = ship_support.e2e_versions()
+    wrong = [(name, m.group(0)) for name, text in shipped_texts().items() for pattern, key in TOOL_VERSIONS.items()
+             for m in re.finditer(pattern, text) if f"v{m.group(1)}" != pinned[key]]
+    assert wrong == [], wrong
+
+
+def test_no_url_but_placeholders_and_the_tested_argo_cd_install() -> None:
+    """No repository, tag or release that does not exist is promised: a URL in a doc or a
+    shipped manifest is a placeholder (example.com, ...) or Argo CD's install.yaml of the tested
+    release (served: the module at that version holds manifests/install.yaml)."""
+    sys.path.insert(0, str(REPO / "tests" / "unit"))
+    import ship_support
+
+    install = ship_support.INSTALL_URL.format(version=ship_support.ARGOCD_VERSION)
+    found = {(name, url.rstrip(".,;:")) for name, text in shipped_texts().items()
+             for url in re.findall(r"https?://[^\s)`\"'<>]+", text)}
+    other = sorted((name, url) for name, url in found if url != install
+                   and not any(host in url.split("/")[2] for host in PLACEHOLDER_HOSTS))
+    assert other == [], other
+    assert any(url == install for _, url in found) and "README.md" in {n for n, u in found if u == install}
+    module = ship_support.argocd_module_dir()
+    if module is not None:
+        assert (module / "manifests" / "install.yaml").is_file()
