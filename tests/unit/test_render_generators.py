@@ -16,7 +16,6 @@ import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ import ship_support  # noqa: E402
 
 from raygitops.errors import RaygitopsError  # noqa: E402
 from raygitops.sources import generators  # noqa: E402
+from test_render import write  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,14 +58,6 @@ def render(*args: str, cwd: Path | None = None, tools_dir: Path | None = None, *
 
 def docs(text: str) -> list[dict]:
     return [d for d in yaml.safe_load_all(text) if d]
-
-
-def write(root: Path, files: dict[str, str]) -> Path:
-    for name, text in files.items():
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
 
 
 CHART = {

@@ -63,19 +63,6 @@ def app_kind(app_dir: Path) -> tuple[str, Path] | None:
     return None
 
 
-def boundary(app_dir: Path, env: Mapping[str, str]) -> Boundary:
-    """The tree render may read: the app directory, or under Argo CD's plugin the checkout
-    Argo CD handed over (the working directory minus ``ARGOCD_APP_SOURCE_PATH``)."""
-    app = app_dir.resolve()
-    source_path = (env.get("ARGOCD_APP_SOURCE_PATH") or "").strip("/")
-    cwd = Path.cwd().resolve()
-    if source_path and source_path != "." and app == cwd:
-        parts = Path(source_path).parts
-        if ".." not in parts and cwd.parts[-len(parts):] == parts:
-            return Boundary(Path(*cwd.parts[:-len(parts)]), "the repository Argo CD checked out")
-    return Boundary(app, "the app directory")
-
-
 # ----------------------------------------------------------------------------- what may be read
 
 
@@ -94,6 +81,19 @@ class Boundary:
         except (OSError, RuntimeError, ValueError):
             raise RaygitopsError(f"{what} leads outside {self.name}", display) from None
         return resolved
+
+
+def boundary(app_dir: Path, env: Mapping[str, str]) -> Boundary:
+    """The tree render may read: the app directory, or under Argo CD's plugin the checkout
+    Argo CD handed over (the working directory minus ``ARGOCD_APP_SOURCE_PATH``)."""
+    app = app_dir.resolve()
+    source_path = (env.get("ARGOCD_APP_SOURCE_PATH") or "").strip("/")
+    cwd = Path.cwd().resolve()
+    if source_path and source_path != "." and app == cwd:
+        parts = Path(source_path).parts
+        if ".." not in parts and cwd.parts[-len(parts):] == parts:
+            return Boundary(Path(*cwd.parts[:-len(parts)]), "the repository Argo CD checked out")
+    return Boundary(app, "the app directory")
 
 
 def _check_symlinks(bound: Boundary, top: Path, display: str) -> None:
