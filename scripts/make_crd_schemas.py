@@ -2,9 +2,11 @@
 """Write the RayCluster CRD schemas render checks against (plugin/raygitops/model/schemas/).
 
 One file per KubeRay minor version, from KubeRay's own CRD: ``ray.io_rayclusters.yaml`` of the
-ray-operator module, the versions pinned in tests/e2e/versions.env (KUBERAY_VERSION,
-KUBERAY_NEXT_VERSION). The module comes from the Go module proxy (``go mod download``), or
-give the CRD files: ``--crd 1.5=PATH --crd 1.6=PATH``. Only what the check reads is kept
+ray-operator module, the versions pinned in tests/e2e/versions.env (KUBERAY_OLDER_VERSIONS,
+KUBERAY_VERSION, KUBERAY_NEXT_VERSION: 1.1 to 1.6). The module comes from the Go module proxy
+(``go mod download``). The proxy refuses ray-operator v1.7.x, so 1.7's comes from the CRDs taken
+from the upstream tag (``../shared/crds/kuberay-v1.7.0/``, :data:`FROM_SHARED`). Or give the CRD
+files: ``--crd 1.5=PATH --crd 1.7=PATH``. Only what the check reads is kept
 (raygitops.model.crdschema.strip_schema); the output is gzip'ed JSON, byte-for-byte reproducible.
 
     python scripts/make_crd_schemas.py
@@ -29,14 +31,18 @@ from raygitops.model.crdschema import SCHEMAS, crd_spec_schema  # noqa: E402
 OUT = REPO / "plugin" / "raygitops" / "model" / "schemas"
 MODULE = "github.com/ray-project/kuberay/ray-operator"
 CRD_IN_MODULE = "config/crd/bases/ray.io_rayclusters.yaml"
+SHARED_CRDS = REPO.parent / "shared" / "crds"
+# minor -> the CRD folder under ../shared/crds, for the versions the module proxy does not serve
+FROM_SHARED = {"1.7": "kuberay-v1.7.0"}
+PINNED = ("KUBERAY_OLDER_VERSIONS", "KUBERAY_VERSION", "KUBERAY_NEXT_VERSION")
 
 
 def pinned_versions() -> dict[str, str]:
-    """minor -> the exact version versions.env pins (v1.5.0, v1.6.2)."""
-    env = dict(line.split("=", 1) for line in (REPO / "tests" / "e2e" / "versions.env").read_text().splitlines()
-               if "=" in line and not line.startswith("#"))
-    versions = [env["KUBERAY_VERSION"], env["KUBERAY_NEXT_VERSION"]]
-    return {".".join(v.lstrip("v").split(".")[:2]): v for v in versions}
+    """minor -> the exact version versions.env pins (v1.1.1 ... v1.6.2), as bash reads it."""
+    script = 'source "$0"; for n in "$@"; do printf "%s\\n" "${!n}"; done'
+    out = subprocess.run(["bash", "-c", script, str(REPO / "tests" / "e2e" / "versions.env"), *PINNED],
+                         capture_output=True, text=True, check=True).stdout
+    return {".".join(v.lstrip("v").split(".")[:2]): v for v in out.split()}
 
 
 def module_crd(version: str) -> Path:
@@ -61,11 +67,17 @@ def main() -> None:
     args = parser.parse_args()
     given = dict(item.split("=", 1) for item in args.crd)
     pinned = pinned_versions()
-    if set(pinned) != set(SCHEMAS):
-        sys.exit(f"versions.env pins {sorted(pinned)}, raygitops.model.crdschema.SCHEMAS ships {sorted(SCHEMAS)}")
+    if set(pinned) | set(FROM_SHARED) != set(SCHEMAS):
+        sys.exit(f"versions.env pins {sorted(pinned)} and ../shared gives {sorted(FROM_SHARED)}, "
+                 f"raygitops.model.crdschema.SCHEMAS ships {sorted(SCHEMAS)}")
     OUT.mkdir(exist_ok=True)
     for minor, name in SCHEMAS.items():
-        source = Path(given[minor]) if minor in given else module_crd(pinned[minor])
+        if minor in given:
+            source = Path(given[minor])
+        elif minor in FROM_SHARED:
+            source = SHARED_CRDS / FROM_SHARED[minor] / "ray.io_rayclusters.yaml"
+        else:
+            source = module_crd(pinned[minor])
         (OUT / name).write_bytes(packed(spec_schema(source)))
         print(f"{OUT / name}: from {source}")
 

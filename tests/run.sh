@@ -43,14 +43,15 @@ for bench in "${benches[@]}"; do
   python "tests/bench/$bench.py" --quick || status=1
 done
 
-# Newest and lowest versions: the fast suites (unit + hostile input), each in its own venv.
+# Newest and lowest versions: the fast suites (tests/fast.sh's: pure and fake-API tests, no
+# packaging), each in its own venv.
 if [ "${RAYGITOPS_COMPAT:-1}" != 0 ]; then
   for flavour in newest lowest; do
     venv=$("venv_$flavour")
     echo "tests/run.sh: fast suites with the $flavour versions:" \
       "$(versions_besides_lock "$venv" | paste -sd, - | sed 's/,/, /g')"
     if ! PATH=$venv/bin:$PATH VIRTUAL_ENV=$venv RAYGITOPS_SLOW=0 \
-        python -m pytest -q -p no:cacheprovider tests/unit tests/reliability/test_hostile.py; then
+        python -m pytest -q -p no:cacheprovider -m "not e2e and not packaging and not slow" tests; then
       echo "tests/run.sh: FAILED with the $flavour versions pyproject.toml allows; they differ" \
         "from requirements/test.txt in: $(versions_besides_lock "$venv" | paste -sd, - | sed 's/,/, /g')" >&2
       status=1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the e2e control plane from the Go module proxy (no Docker, no release downloads):
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, ray-operator, kwok,
-#   the next ray-operator (bin/ray-operator-<KUBERAY_NEXT_VERSION>), Argo CD (bin/argocd),
+#   the next and the older ray-operators (bin/ray-operator-<version>: KUBERAY_NEXT_VERSION,
+#   KUBERAY_OLDER_VERSIONS), Argo CD (bin/argocd),
 #   Flux's kustomize-controller (bin/kustomize-controller), Helm 4 (bin/helm), kustomize (bin/kustomize),
 #   and redis-server from the Debian package (Argo CD's cache; installed when root and missing)
 # into ${RAYGITOPS_E2E_CACHE:-$HOME/.cache/raygitops-e2e}/<E2E_VERSIONS_KEY>/bin.
@@ -93,10 +94,36 @@ build_kube_scheduler() { kube_build kube-scheduler; }
 build_ray_operator() {
   GOBIN=$bin go install -trimpath -ldflags "-s -w" "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION"
 }
-build_ray_operator_next() {  # go install names it ray-operator: install aside, then rename
-  GOBIN=$src/kuberay-next go install -trimpath -ldflags "-s -w" \
-    "github.com/ray-project/kuberay/ray-operator@$KUBERAY_NEXT_VERSION"
-  mv "$src/kuberay-next/ray-operator" "$bin/ray-operator-$KUBERAY_NEXT_VERSION"
+# Every other ray-operator (bin/ray-operator-<version>), from a throwaway module: KubeRay up to
+# v1.3.x has replace directives in its go.mod, and `go install pkg@version` refuses a module
+# with any. The throwaway module copies the operator's `go` line and its replaces (they only
+# count in the main module), so the build resolves what the operator's own build resolves.
+build_ray_operator_at() {  # KUBERAY_BUILD_VERSION=vX.Y.Z build_ray_operator_at
+  local version=$KUBERAY_BUILD_VERSION gomod
+  mkdir -p "$src/kuberay-$version" && cd "$src/kuberay-$version"
+  gomod=$(go mod download -json "github.com/ray-project/kuberay/ray-operator@$version" | sed -n 's/^\s*"GoMod": "\(.*\)",$/\1/p')
+  {
+    echo "module local/kuberaybuild"
+    awk '$1 == "go" {print; exit}' "$gomod"
+    awk '/^replace[ \t]*\($/ {block = 1} block || /^replace[ \t]/ {print} block && /^\)/ {block = 0}' "$gomod"
+  } >go.mod
+  rm -f go.sum
+  go get "github.com/ray-project/kuberay/ray-operator@$version"
+  go build -trimpath -ldflags "-s -w" -o "$bin/ray-operator-$version" github.com/ray-project/kuberay/ray-operator
+}
+ray_operator_at() {  # step for one more operator version
+  KUBERAY_BUILD_VERSION=$1 step "ray-operator-$1" "$1" build_ray_operator_at
+}
+older_operators() {  # older_operators 0|1: every other one of KUBERAY_OLDER_VERSIONS (one half a lane)
+  local i=0 version
+  for version in $KUBERAY_OLDER_VERSIONS; do
+    if (( i++ % 2 == $1 )); then ray_operator_at "$version"; fi
+  done
+}
+# The CRDs of a KubeRay that is never run (KUBERAY_UNSUPPORTED_VERSION): its module in GOMODCACHE,
+# where controlplane.kuberay_crd_dir finds every operator's CRDs.
+download_kuberay_unsupported() {
+  go mod download "github.com/ray-project/kuberay/ray-operator@$KUBERAY_UNSUPPORTED_VERSION"
 }
 build_helm() {  # the version as Helm's Makefile stamps it (else `helm version` says v4.3)
   GOBIN=$bin go install -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
@@ -183,15 +210,19 @@ kube_lane() {
   step flux-share "$FLUX_KUSTOMIZE_CONTROLLER_VERSION-$FLUX_SOURCE_CONTROLLER_VERSION-all" copy_flux_share "$share/flux"
   step helm "$HELM_VERSION" build_helm
   step kustomize "$KUSTOMIZE_VERSION" build_kustomize
+  older_operators 1  # 100-300 s each cold: half of them in each lane
 }
 other_lane() {
   step etcd "$ETCD_VERSION" build_etcd
   step ray-operator "$KUBERAY_VERSION" build_ray_operator
   step kwok "$KWOK_VERSION" build_kwok
   step kwok-stages "$KWOK_VERSION" copy_kwok_stages "$share/kwok-stages"
-  step "ray-operator-$KUBERAY_NEXT_VERSION" "$KUBERAY_NEXT_VERSION" build_ray_operator_next
+  ray_operator_at "$KUBERAY_NEXT_VERSION"
   step argocd "$ARGOCD_VERSION-$ARGOCD_GO_TOOLCHAIN" build_argocd
   step argocd-share "$ARGOCD_VERSION" copy_argocd_share "$share/argocd"
+  step "kuberay-$KUBERAY_UNSUPPORTED_VERSION" "$KUBERAY_UNSUPPORTED_VERSION" download_kuberay_unsupported \
+    "$(go env GOMODCACHE)/github.com/ray-project/kuberay/ray-operator@$KUBERAY_UNSUPPORTED_VERSION"
+  older_operators 0
 }
 
 start=$SECONDS

@@ -37,6 +37,9 @@ ControlPlane API
 ``.create_service_account(name, namespace)``; ``.create_token(sa, namespace, duration="1h")``
 ``.has(component)``  whether e.g. "kwok" / "kube-scheduler" runs
 ``.stop_operator()`` / ``.start_operator()`` / ``.operator_running``
+``.switch_operator(version, crds=None)``  run another KubeRay in place (an operator upgrade or
+                     downgrade: its CRDs, or those of version ``crds``, replace the installed
+                     ones; RayClusters and pods stay)
 ``.operator_log_mark()`` + ``.wait_operator_reconciled(name, namespace, since=mark)``: proof
                      that the operator has seen a change (KubeRay 1.5 leaves
                      status.observedGeneration stale)
@@ -517,13 +520,30 @@ class ControlPlane:
         self.crd_source = crd_dir
         # `create`, not client-side `apply`: the CRDs exceed the last-applied annotation limit
         created = self.kubectl("create", "-f", str(crd_dir), "-o", "name", timeout=120).stdout.split()
+        self._wait_established(created)
 
+    def _wait_established(self, names: list[str]) -> None:
         def established() -> bool:  # polled (not `kubectl wait`): transient API errors are retried
-            crds = self.kubectl_json("get", *created)
+            crds = self.kubectl_json("get", *names)
             return all(any(c["type"] == "Established" and c["status"] == "True" for c in crd["status"].get("conditions", []))
                        for crd in crds.get("items", [crds]))
 
         wait_for(established, timeout=90, message="KubeRay CRDs Established")
+
+    def _replace_crds(self, version: str) -> None:
+        """Install ``version``'s CRDs over the installed ones, as an operator upgrade does: a
+        whole-object replace (server-side apply would keep schema fields the old version's
+        manager owns), a create for a kind the installed version lacks."""
+        crd_dir = kuberay_crd_dir(version)
+        installed = set(self.kubectl("get", "crd", "-o", "name").stdout.split())
+        names = []
+        for path in sorted(crd_dir.glob("*.yaml")):
+            group, plural = path.stem.split("_", 1)  # kubebuilder's <group>_<plural>.yaml
+            name = f"customresourcedefinition.apiextensions.k8s.io/{plural}.{group}"
+            verb = "replace" if name in installed else "create"
+            names += self.kubectl(verb, "-f", str(path), "-o", "name", timeout=120).stdout.split()
+        self.crd_source = crd_dir
+        self._wait_established(names)
 
     def _start_kwok(self) -> None:
         home = self.workdir / "kwok-home"  # kwok reads ~/.kwok/kwok.yaml: keep the user's out
@@ -599,6 +619,16 @@ class ControlPlane:
     def stop_operator(self) -> None:
         if "ray-operator" in self.components:
             self.components["ray-operator"].stop()
+
+    def switch_operator(self, version: str, crds: str | None = None) -> None:
+        """Run KubeRay ``version`` in place of the current one: stop it, replace the CRDs with
+        ``version``'s (RayClusters and their pods stay, as in a real operator upgrade or
+        downgrade), start ``version``'s binary.  ``crds``: another version's CRDs instead (an
+        operator upgraded without its CRDs, as a Helm upgrade leaves them)."""
+        self.stop_operator()
+        self._replace_crds(crds or version)
+        self.kuberay, self.operator_binary = version, operator_binary(version, self.versions)
+        self.start_operator()
 
     @property
     def operator_running(self) -> bool:

@@ -21,7 +21,7 @@ from raygitops.model.plan import Plan
 from raygitops.presync.planfiles import load_secrets
 from raygitops.sources.settings import Settings
 from raygitops.presync import configlive
-from raygitops.model import drift
+from raygitops.model import verdict
 from raygitops.kube.client import ApiError, Conflict
 from raygitops.model import names
 
@@ -175,9 +175,9 @@ def test_a_group_whose_pods_carry_another_config_hash_drifts():
     plan = plan_for(two_groups())
     plan = type(plan)(**{**plan.__dict__, "config": {"worker:big": "c1-1111111111111111"}, "config_maps": ("settings",)})
     live, pods = _live_with_config("c1-0000000000000000")
-    d = drift.decide(NS, plan, live, pods)
-    assert d.action == drift.REPLACE_ACTION and d.drift["worker:big"].how == "config-hash", d.reason
-    assert not drift.runs_desired(next(p for p in pods if p["metadata"]["labels"]["ray.io/group"] == "big"),
+    d = verdict.decide(NS, plan, live, pods)
+    assert d.action == verdict.REPLACE and d.drift["worker:big"].how == "config-hash", d.reason
+    assert not verdict.runs_desired(next(p for p in pods if p["metadata"]["labels"]["ray.io/group"] == "big"),
                                   plan, "worker:big")
 
 
@@ -186,7 +186,7 @@ def test_pods_without_a_config_hash_never_drift_by_it():
     plan = plan_for(two_groups())
     plan = type(plan)(**{**plan.__dict__, "config": {"worker:big": "c1-1111111111111111"}, "config_maps": ("settings",)})
     live, pods = _live_with_config(None)
-    assert drift.decide(NS, plan, live, pods).action == drift.IN_SYNC
+    assert verdict.decide(NS, plan, live, pods).action == verdict.IN_SYNC
 
 
 # ----------------------------------------------------------------------------- diff
@@ -302,12 +302,12 @@ def test_pods_without_a_secret_hash_never_drift_by_it_and_pods_with_another_do()
     plan = plan_for(two_groups())
     plan = dataclasses.replace(plan, secret_config={"worker:big": "s1-1111111111111111"}, secrets=("creds",))
     live, pods = _live_with_config("c1-0000000000000000")  # a c1 hash the plan does not ask for: not compared
-    assert drift.decide(NS, plan, live, pods).action == drift.IN_SYNC
+    assert verdict.decide(NS, plan, live, pods).action == verdict.IN_SYNC
     for pod in pods:
         if pod["metadata"]["labels"]["ray.io/group"] == "big":
             pod["metadata"]["annotations"][names.SECRET_HASH_ANNOTATION] = "s1-0000000000000000"
-    d = drift.decide(NS, plan, live, pods)
-    assert d.action == drift.REPLACE_ACTION and d.drift["worker:big"].how == "secret-hash", d.reason
+    d = verdict.decide(NS, plan, live, pods)
+    assert d.action == verdict.REPLACE and d.drift["worker:big"].how == "secret-hash", d.reason
 
 
 def _plan_file(tmp_path: Path, objs: list[dict]) -> Path:

@@ -12,10 +12,7 @@ from raygitops.model.crddefaults import all_default_paths, strip_defaults
 
 from test_presync_fakes import cluster_spec, with_crd_defaults
 
-try:
-    from sharedpaths import CRDS
-except ImportError:  # pragma: no cover
-    CRDS = None
+from sharedpaths import raycluster_crd
 
 
 def _crd_defaults(path) -> list[tuple[str, object]]:
@@ -35,11 +32,13 @@ def _crd_defaults(path) -> list[tuple[str, object]]:
     return out
 
 
-@pytest.mark.parametrize("version", ["kuberay-v1.5.0", "kuberay-v1.6.2"])
+@pytest.mark.parametrize("version", ["v1.1.1", "v1.2.2", "v1.3.2", "v1.4.2", "v1.5.0", "v1.6.2", "v1.7.0"])
 def test_table_covers_every_crd_default(version):
-    crd = CRDS / version / "ray.io_rayclusters.yaml" if CRDS else None
-    if crd is None or not crd.is_file():
-        pytest.skip(f"CRD not found: {crd}")
+    """Every KubeRay raygitops serves: an operator upgrade brings its CRD's defaults into the
+    live spec at once, and a default the table lacks would look like drift."""
+    crd, looked = raycluster_crd(version)
+    if crd is None:
+        pytest.skip(f"CRD not found: {' or '.join(map(str, looked))}")
     table = {(p, repr(d)) for p, d in all_default_paths()}
     missing = [(p, d) for p, d in _crd_defaults(crd) if (p, repr(d)) not in table]
     assert missing == []
@@ -106,3 +105,15 @@ def test_cluster_level_defaults_autoscaler_and_gcs():
     stripped = strip_defaults(spec)
     assert stripped["autoscalerOptions"]["env"][0]["valueFrom"]["secretKeyRef"] == {"key": "k"}
     assert stripped["gcsFaultToleranceOptions"]["redisPassword"]["valueFrom"]["secretKeyRef"] == {"key": "k"}
+
+
+def test_the_defaults_a_newer_crd_adds_are_no_drift():
+    """Upgrading KubeRay to 1.7 defaults every worker group's ``priority`` (0) in the live
+    spec at once: hashed like the manifest without it, so pods made before raygitops are not
+    recreated by the upgrade; another priority is a change."""
+    spec = cluster_spec()
+    live = copy.deepcopy(spec)
+    live["workerGroupSpecs"][0]["priority"] = 0
+    assert hash_cluster(strip_defaults(live)) == hash_cluster(strip_defaults(spec))
+    live["workerGroupSpecs"][0]["priority"] = 5
+    assert hash_cluster(strip_defaults(live)) != hash_cluster(strip_defaults(spec))

@@ -1,9 +1,10 @@
 """Render checks RayClusters against the KubeRay CRD schema (raygitops.model.crdschema).
 
 Typos, wrong types and missing required fields fail with ``file:line: path: message`` and an
-unknown field names the closest known one; the schema of the target KubeRay is used (1.5 and
-1.6 shipped, made by scripts/make_crd_schemas.py); open parts stay open. The package data is
-checked against KubeRay's CRD files in ../shared (skipped without them).
+unknown field names the closest known one; the schema of the target KubeRay is used (1.1 to
+1.7 shipped, made by scripts/make_crd_schemas.py; unset: 1.7); what only a newer KubeRay
+accepts says which one; open parts stay open. The package data is checked against KubeRay's
+CRD files in ../shared and the operator modules in GOMODCACHE (skipped without them).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from raygitops.model import crdschema
-from sharedpaths import CORPUS, CORPUS_KUBERAY, CRDS
+from sharedpaths import CORPUS, CORPUS_KUBERAY, raycluster_crd
 from test_render_corpus import crd_spec_schema
 
 REPO = Path(__file__).resolve().parents[2]
@@ -137,22 +138,69 @@ def test_the_target_version_picks_the_schema(tmp_path: Path) -> None:
     typo = kept.replace("upgradeStrategy: {type", "upgradeStrategy: {typ")
     assert "spec.upgradeStrategy.typ: unknown field (did you mean type?)" in refused(
         typo, "--keep-upgrade-strategy", tmp_path=tmp_path)
-    assert crdschema.schema_version(None) == ("1.6", True)
+    assert crdschema.schema_version(None) == ("1.7", True)  # the newest raygitops knows
     assert crdschema.schema_version("1.5.3") == ("1.5", True)
-    assert crdschema.schema_version("1.4.2") == ("1.5", False)
-    assert crdschema.schema_version("1.7.0") == ("1.6", False)
+    assert crdschema.schema_version("1.4.2") == ("1.4", True)
+    assert crdschema.schema_version("1.1") == ("1.1", True)
+    assert crdschema.schema_version("1.7.1") == ("1.7", True)
+    assert crdschema.schema_version("1.8.0") == ("1.7", False)
+    # rayStartParams was required up to 1.3 (no default): the API server of 1.3 refuses it missing
+    bare = CLUSTER.replace("      rayStartParams: {}\n", "")
+    assert render(bare, "--kuberay-version", "1.4.2", tmp_path=tmp_path).returncode == 0
+    assert ("spec.workerGroupSpecs[0].rayStartParams: required field missing (optional from KubeRay 1.4; "
+            "kuberayVersion is 1.3.2: set it to your operator's version)") in refused(
+        bare, "--kuberay-version", "1.3.2", tmp_path=tmp_path)
 
 
-def test_a_newer_kuberay_makes_unknown_fields_warnings_not_errors(tmp_path: Path) -> None:
-    newer = CLUSTER.replace("  headGroupSpec:", "  tlsOptions: {enabled: true}\n  headGroupSpec:")
-    assert "spec.tlsOptions: unknown field" in refused(newer, tmp_path=tmp_path)
-    res = render(newer, "--kuberay-version", "1.7.0", tmp_path=tmp_path)
-    assert res.returncode == 0 and res.stdout
-    assert res.stderr.startswith("raygitops: warning: ") and "spec.tlsOptions" in res.stderr
-    assert "KubeRay 1.7.0 may drop it" in res.stderr and res.stderr.count("\n") == 1, res.stderr
-    # a wrong type is an error whatever the version
-    assert "spec.workerGroupSpecs[0].replicas: expected integer, got string\n" in refused(newer.replace("replicas: 1", "replicas: x"), "--kuberay-version", "1.7.0",
-                                         tmp_path=tmp_path)
+def _with(spec_lines: str) -> str:
+    """CLUSTER with more lines at the top of its spec."""
+    return CLUSTER.replace("  headGroupSpec:", spec_lines + "  headGroupSpec:")
+
+
+@pytest.mark.parametrize("lines,error", [
+    ("  tlsOptions: {enabled: true}\n", "spec.tlsOptions: exists from KubeRay 1.7"),
+    ("  networkPolicy: {mode: DenyAllIngress}\n", "spec.networkPolicy: exists from KubeRay 1.7"),
+    ("  historyServerOptions: {}\n", "spec.historyServerOptions: exists from KubeRay 1.7"),
+    ("  autoscalerOptions: {command: [run]}\n", "spec.autoscalerOptions.command: exists from KubeRay 1.7"),
+    ("  gcsFaultToleranceOptions: {backend: rocksdb}\n", "spec.gcsFaultToleranceOptions.backend: exists from KubeRay 1.7"),
+    ("  gcsFaultToleranceOptions: {externalStorageNamespace: x}\n",
+     "spec.gcsFaultToleranceOptions.redisAddress: required field missing (optional from KubeRay 1.7"),
+])
+def test_kuberay_1_7_fields_render_unset_and_name_their_version_for_an_older_target(lines: str, error: str,
+                                                                                      tmp_path: Path) -> None:
+    """With kuberayVersion unset the target is the newest KubeRay raygitops knows (1.7): its
+    fields and relaxed rules render; for 1.6 the error says from which KubeRay they exist."""
+    res = render(_with(lines), tmp_path=tmp_path)
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    res = render(_with(lines), "--kuberay-version", "1.6.2", tmp_path=tmp_path)
+    assert res.returncode == 1 and res.stdout == "", res.stdout
+    # at the field's own line (_with writes it on line 7); a backend without a redisAddress
+    # is two errors of the 1.6 schema, each its own line
+    (err,) = [line for line in res.stderr.splitlines() if error in line]
+    assert f"cluster.yaml:7: {error}" in err and "kuberayVersion is 1.6.2: set it to your operator's version" in err
+    assert "did you mean" not in res.stderr
+
+
+def test_a_kuberay_newer_than_every_schema_warns_about_what_it_may_add_or_relax(tmp_path: Path) -> None:
+    """For 1.8 (newer than every shipped schema) an unknown field, a required field missing
+    and a value outside an enum are warnings (1.8 may have added or relaxed them); for the
+    newest known (unset) they are errors; a wrong type is an error whatever the version."""
+    cases = [("  tlsOption: {enabled: true}\n", "spec.tlsOption: unknown field (did you mean tlsOptions?)",
+              "may drop it"),
+             ("  gcsFaultToleranceOptions: {redisPassword: {valueFrom: {secretKeyRef: {}}}}\n",
+              "spec.gcsFaultToleranceOptions.redisPassword.valueFrom.secretKeyRef.key: required field missing",
+              "may accept it"),
+             ("  networkPolicy: {mode: DenySome}\n", "spec.networkPolicy.mode: 'DenySome' is not one of", "may accept it")]
+    for lines, problem, may in cases:
+        assert problem in refused(_with(lines), tmp_path=tmp_path)
+        res = render(_with(lines), "--kuberay-version", "1.8.0", tmp_path=tmp_path)
+        assert res.returncode == 0 and res.stdout
+        assert res.stderr.startswith("raygitops: warning: ") and res.stderr.count("\n") == 1, res.stderr
+        assert problem in res.stderr and "the KubeRay 1.7 CRD, the newest raygitops knows" in res.stderr
+        assert f"KubeRay 1.8.0 {may}" in res.stderr, res.stderr
+    wrong = _with(cases[0][0]).replace("replicas: 1", "replicas: x")
+    assert "spec.workerGroupSpecs[0].replicas: expected integer, got string" in refused(
+        wrong, "--kuberay-version", "1.8.0", tmp_path=tmp_path)
 
 
 def test_open_parts_stay_open_and_null_and_defaults_are_fine() -> None:
@@ -179,32 +227,36 @@ def test_diff_does_not_refuse_the_base_for_what_the_head_fixes(tmp_path: Path) -
     assert res.returncode == 1 and "head:" in res.stderr and "containres" in res.stderr, res.stderr
 
 
-@pytest.mark.parametrize("minor,crd", [("1.5", "kuberay-v1.5.0"), ("1.6", "kuberay-v1.6.2")])
-def test_package_data_is_the_crds_schema(minor: str, crd: str) -> None:
-    """What scripts/make_crd_schemas.py makes from KubeRay's CRD, byte for byte."""
-    source = CRDS / crd / "ray.io_rayclusters.yaml"
-    if not source.is_file():
-        pytest.skip(f"KubeRay CRD not found at {source}")
+@pytest.mark.parametrize("minor,version", [("1.1", "v1.1.1"), ("1.2", "v1.2.2"), ("1.3", "v1.3.2"), ("1.4", "v1.4.2"),
+                                           ("1.5", "v1.5.0"), ("1.6", "v1.6.2"), ("1.7", "v1.7.0")])
+def test_package_data_is_the_crds_schema(minor: str, version: str) -> None:
+    """What scripts/make_crd_schemas.py makes from KubeRay's CRD, byte for byte: the copy in
+    ../shared, else the operator module the e2e build downloaded."""
+    source, candidates = raycluster_crd(version)
+    if source is None:
+        pytest.skip(f"KubeRay {version} CRD not found at {' or '.join(map(str, candidates))}")
     shipped = REPO / "plugin" / "raygitops" / "model" / "schemas" / crdschema.SCHEMAS[minor]
     made = json.dumps(crd_spec_schema(source), sort_keys=True, separators=(",", ":")).encode()
     assert gzip.decompress(shipped.read_bytes()) == made
     assert crdschema.spec_schema(minor) == json.loads(made)
 
 
-def test_every_corpus_sample_is_checked_against_its_own_kuberay(corpus: list[Path], tmp_path: Path) -> None:
-    """The 1.7 samples render for 1.7 (newer fields warned about), and for 1.6 exactly the
-    samples with fields the 1.6 CRD lacks are refused, each naming such a field."""
+def test_every_corpus_sample_renders_unset_and_is_checked_against_older_kuberays(corpus: list[Path]) -> None:
+    """Every KubeRay v1.7.0 sample renders with kuberayVersion unset (the newest known, 1.7)
+    and with its own version, without a warning; for 1.6 exactly the samples with fields the
+    1.6 CRD lacks are refused, each naming a field and the KubeRay it exists from."""
     refused_for_16 = []
     for sample in corpus:
-        ok = subprocess.run([sys.executable, "-m", "raygitops", "render", str(sample), "--kuberay-version",
-                             CORPUS_KUBERAY], capture_output=True, text=True, timeout=60)
-        assert ok.returncode == 0, ok.stderr
+        for target in ((), ("--kuberay-version", CORPUS_KUBERAY)):
+            ok = subprocess.run([sys.executable, "-m", "raygitops", "render", str(sample), *target],
+                                capture_output=True, text=True, timeout=60)
+            assert ok.returncode == 0 and ok.stderr == "", (sample.name, target, ok.stderr)
         old = subprocess.run([sys.executable, "-m", "raygitops", "render", str(sample), "--kuberay-version", "1.6"],
                              capture_output=True, text=True, timeout=60)
         if old.returncode:
             lines = old.stderr.splitlines()  # one line per such field, each at its own line
-            assert lines and all(": unknown field" in line and line.startswith(f"raygitops: {sample}:")
-                                 for line in lines), old.stderr
+            assert lines and all(": exists from KubeRay 1.7; kuberayVersion is 1.6" in line
+                                 and line.startswith(f"raygitops: {sample}:") for line in lines), old.stderr
             assert len({line.split(":")[2] for line in lines}) == len(lines), old.stderr
             refused_for_16.append(sample.name)
     assert refused_for_16 == ["ray-cluster.autoscaler-v2-overwrite-cmd.yaml", "ray-cluster.mtls.yaml"], refused_for_16

@@ -20,7 +20,7 @@ import yaml
 from raygitops.model.hashing import DEFAULT_IGNORED_KEYS, NO_RULES, HashRules, hash_cluster, scheme_of
 from raygitops.model.plan import ClusterPlan, Plan
 from raygitops.model.hashing import pod_shaping_spec
-from raygitops.model import drift
+from raygitops.model import verdict
 
 from test_presync_fakes import NS, FakeKube, cluster_spec, stamped, with_crd_defaults
 
@@ -71,25 +71,25 @@ def test_upgrading_raygitops_recreates_nothing_and_a_chart_bump_neither() -> Non
     """Pods rendered by a raygitops that hashed the labels (h1 with them) against a plan of
     today's rules: compared by spec, in sync; the chart bump too; an image change drifts."""
     live, pods = live_with_pods(charted(cluster_spec()), NO_RULES)
-    assert drift.decide(NS, plan_for(charted(cluster_spec()), DEFAULT), live, pods).action == drift.IN_SYNC
-    bumped = drift.decide(NS, plan_for(charted(cluster_spec(), "raydemo-0.4.0"), DEFAULT), live, pods)
-    assert bumped.action == drift.IN_SYNC, bumped.reason
-    image = drift.decide(NS, plan_for(charted(cluster_spec(image="rayproject/ray:2.42.0"), "raydemo-0.4.0"), DEFAULT),
+    assert verdict.decide(NS, plan_for(charted(cluster_spec()), DEFAULT), live, pods).action == verdict.IN_SYNC
+    bumped = verdict.decide(NS, plan_for(charted(cluster_spec(), "raydemo-0.4.0"), DEFAULT), live, pods)
+    assert bumped.action == verdict.IN_SYNC, bumped.reason
+    image = verdict.decide(NS, plan_for(charted(cluster_spec(image="rayproject/ray:2.42.0"), "raydemo-0.4.0"), DEFAULT),
                          live, pods)
-    assert image.action == drift.RECREATE_ACTION and {g.how for g in image.drift.values()} == {"spec-hash"}
+    assert image.action == verdict.RECREATE and {g.how for g in image.drift.values()} == {"spec-hash"}
 
 
 def test_same_rules_compare_by_pod_hash_and_changed_rules_by_spec() -> None:
     live, pods = live_with_pods(charted(cluster_spec()), DEFAULT)
-    assert drift.decide(NS, plan_for(charted(cluster_spec(), "raydemo-0.9.9"), DEFAULT), live, pods).action == drift.IN_SYNC
-    image = drift.decide(NS, plan_for(charted(cluster_spec(image="x:2")), DEFAULT), live, pods)
+    assert verdict.decide(NS, plan_for(charted(cluster_spec(), "raydemo-0.9.9"), DEFAULT), live, pods).action == verdict.IN_SYNC
+    image = verdict.decide(NS, plan_for(charted(cluster_spec(image="x:2")), DEFAULT), live, pods)
     assert {g.how for g in image.drift.values()} == {"pod-hash"}
     other = HashRules((*DEFAULT_IGNORED_KEYS, "app"))  # the user extends the list: no recreate by itself
-    assert drift.decide(NS, plan_for(charted(cluster_spec()), other), live, pods).action == drift.IN_SYNC
+    assert verdict.decide(NS, plan_for(charted(cluster_spec()), other), live, pods).action == verdict.IN_SYNC
     # and back to hashing every key: the chart label is then a real difference only if it differs
-    assert drift.decide(NS, plan_for(charted(cluster_spec()), NO_RULES), live, pods).action == drift.IN_SYNC
-    assert drift.decide(NS, plan_for(charted(cluster_spec(), "raydemo-0.4.0"), NO_RULES), live, pods).action \
-        == drift.RECREATE_ACTION
+    assert verdict.decide(NS, plan_for(charted(cluster_spec()), NO_RULES), live, pods).action == verdict.IN_SYNC
+    assert verdict.decide(NS, plan_for(charted(cluster_spec(), "raydemo-0.4.0"), NO_RULES), live, pods).action \
+        == verdict.RECREATE
 
 
 def test_the_plan_carries_the_rules_to_the_hook() -> None:

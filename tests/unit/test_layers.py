@@ -25,7 +25,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("render", "kube"),  # manifests from documents; the API server
     ("sources",),  # reading input
     ("model",),  # the pure model
-    ("base",),  # raygitops (its version) and raygitops.errors
+    ("base",),  # raygitops (its version), raygitops.errors and raygitops.clock
 ]
 RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
 CLIENT_LIBRARIES = ("urllib3", "kubernetes")
@@ -37,7 +37,7 @@ def unit_of(module: str) -> str:
     if module in ("raygitops.__main__", "raygitops.cli.main") or parts[-1] == "command" \
             or parts[-1].endswith("_command"):
         return "commands"
-    if len(parts) == 1 or parts[1] == "errors":
+    if len(parts) == 1 or parts[1] in ("errors", "clock"):
         return "base"
     if parts[1] not in RANK:
         raise AssertionError(f"{module}: a module outside every layer (add its package to LAYERS)")

@@ -11,10 +11,12 @@ import pytest
 
 from raygitops.model.names import HASH_ANNOTATION
 from raygitops.model.plan import Plan
+from raygitops.clock import SYSTEM
 from raygitops.presync import cycle, prompt
-from raygitops.model import drift
+from raygitops.model import verdict
 from raygitops.model import lock as locks
 from raygitops.kube.client import ApiError, Conflict, Gone, NotFound, StreamBroken
+from raygitops.presync.context import Context, Options
 from raygitops.presync.logs import Log
 from raygitops.presync.run import RunOptions, run
 from raygitops.model import names
@@ -32,7 +34,7 @@ def _opts(**kw):
 
 def _run(kube, plans, **kw):
     out = io.StringIO()
-    report = run(kube, plans, _opts(**kw), Log("json", out))
+    report = run(kube, plans, _opts(clock=kube.clock, **kw), Log("json", out))
     lines = [json.loads(line) for line in out.getvalue().splitlines()]
     return report, lines
 
@@ -111,22 +113,16 @@ def test_skipped_clusters_keep_their_pods():
 def test_drain_by_watch_when_the_operator_is_slow():
     kube = FakeKube(delete_on_suspend=False)
     kube.add_cluster("demo", stamped(OLD))
+    real = kube._operate
 
-    def operator():
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            live = kube.clusters[(NS, "demo")]
-            if live["spec"].get("suspend") and kube.watchers:
-                for pod in kube.pods_of("demo"):
-                    time.sleep(0.05)
-                    kube.remove_pod(pod["metadata"]["uid"])
-                return
-            time.sleep(0.01)
+    def operate(obj):  # after the suspend the operator deletes the pods one by one, 50 ms apart
+        real(obj)
+        if obj["spec"].get("suspend"):
+            for i, pod in enumerate(kube.pods_of("demo"), 1):
+                kube.clock.call_later(0.05 * i, kube.remove_pod, pod["metadata"]["uid"])
 
-    t = threading.Thread(target=operator)
-    t.start()
+    kube._operate = operate
     report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
-    t.join()
     assert report.counts()["recreated"] == 1
     outcome = next(iter(report.outcomes.values()))
     assert outcome.drain_to_resume is not None and outcome.drain_to_resume < 0.5
@@ -136,20 +132,20 @@ def test_drain_by_watch_when_the_operator_is_slow():
 def test_watch_gone_relists():
     kube = FakeKube(delete_on_suspend=False)
     kube.add_cluster("demo", stamped(OLD))
+    real = kube._operate
 
-    def operator():
-        while not kube.watchers:
-            time.sleep(0.01)
-        for q in list(kube.watchers):
+    def gone_then_deleted():
+        for q in list(kube.watchers):  # the drain's watch
             q.put(("GONE", {}))
-        time.sleep(0.1)
-        for pod in kube.pods_of("demo"):
-            kube.remove_pod(pod["metadata"]["uid"])
+        kube.clock.call_later(0.1, lambda: [kube.remove_pod(p["metadata"]["uid"]) for p in kube.pods_of("demo")])
 
-    t = threading.Thread(target=operator)
-    t.start()
+    def operate(obj):
+        real(obj)
+        if obj["spec"].get("suspend"):
+            kube.clock.call_later(0.01, gone_then_deleted)
+
+    kube._operate = operate
     report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
-    t.join()
     assert report.counts()["recreated"] == 1 and kube.by_verb["watch"] >= 2
 
 
@@ -168,7 +164,7 @@ def test_stragglers_deleted_again_only_after_another_grace():
     real_delete, times = kube.delete_pod, []
 
     def slow_kubelet(ns, name, uid=None, grace_seconds=None):
-        times.append(time.monotonic())
+        times.append(kube.clock.monotonic())
         if len(times) <= 3:  # accepted; the pods are still terminating
             kube._count("delete")
             return True
@@ -235,6 +231,26 @@ def test_api_failure_after_suspend_still_resumes():
     assert live["spec"]["suspend"] is False and names.LOCK_ANNOTATION not in live["metadata"]["annotations"]
 
 
+def test_a_crd_without_spec_suspend_is_refused_before_any_pod_goes():
+    """KubeRay before 1.1 has no RayCluster spec.suspend: the API server drops the hook's
+    suspend write.  The hook says why at once (not after three writes as a suspend someone
+    undid), deletes no pod, and leaves no lock."""
+    kube = FakeKube()
+    kube.crd_has_suspend = False
+    kube.add_cluster("demo", with_crd_defaults(stamped(OLD)))
+    before = {p["metadata"]["uid"] for p in kube.pods_of("demo")}
+    report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])])
+    assert report.failed and report.counts()["failed"] == 1
+    assert "KubeRay older than 1.1" in report.outcomes[f"{NS}/demo"].message
+    assert "KubeRay older than 1.1" in report.failure_reason() and "\n" not in report.failure_reason()
+    suspends = [p for _, p in kube.patches if (p.get("spec") or {}).get("suspend") is True]
+    assert len(suspends) == 1 and kube.deleted_pods == []
+    assert {p["metadata"]["uid"] for p in kube.pods_of("demo")} == before
+    live = kube.clusters[(NS, "demo")]
+    assert names.LOCK_ANNOTATION not in live["metadata"]["annotations"]
+    assert json.loads(live["metadata"]["annotations"][names.LAST_ANNOTATION])["outcome"] == "Failed"
+
+
 def test_a_failed_cycle_is_recorded_even_when_the_unlock_answer_is_lost():
     """The recovery's unlock takes effect but its answer is lost (a reset connection, then a
     409 on the retry): the RecreateFailed Event is still recorded, once."""
@@ -294,30 +310,26 @@ def test_live_holder_is_waited_for_then_in_sync(writer_clock):
     kube.add_cluster("demo", stamped(OLD))
     plan = make_plan(spec=NEW)
     pods = kube.pods_of("demo")
-    decision = drift.decide(NS, plan, kube.clusters[(NS, "demo")], pods)
+    decision = verdict.decide(NS, plan, kube.clusters[(NS, "demo")], pods)
     # another hook holds a fresh lock; it finishes while we wait
     other = locks.new_lock("other/2/y", plan.hashes.to_json(), None, time.time() + writer_clock)
     kube.clusters[(NS, "demo")]["metadata"]["annotations"][names.LOCK_ANNOTATION] = other.to_annotation()
 
-    def other_hook():
-        time.sleep(1.5)
-        live = kube.clusters[(NS, "demo")]
+    def other_hook():  # it finishes 1.5 s into our wait
         kube.patch_cluster(NS, "demo", {"spec": {"suspend": True}})
         from raygitops.presync.patches import resume_patch
         kube.patch_cluster(NS, "demo", resume_patch(kube.clusters[(NS, "demo")], plan, other))
         kube.patch_cluster(NS, "demo", {"metadata": {"annotations": {names.LOCK_ANNOTATION: None}}})
 
-    t = threading.Thread(target=other_hook)
-    t.start()
-    opts = cycle.Options(deadline=time.monotonic() + 20, drain_grace=5, wait_ready=True)
-    outcome = cycle.Cycle(kube, Log("json", io.StringIO()), NS, plan, decision, opts, "me/1/z").run()
-    t.join()
+    kube.clock.call_later(1.5, other_hook)
+    opts = Options(deadline=kube.clock.monotonic() + 20, drain_grace=5, wait_ready=True)
+    outcome = cycle.run(Context(kube, Log("json", io.StringIO()), NS, plan, opts, "me/1/z", kube.clock), decision)
     assert outcome.result == cycle.IN_SYNC, outcome.message
     assert not any(names.LOCK_ANNOTATION in json.dumps(p) and "me/1/z" in json.dumps(p) for _, p in kube.patches)
 
 
 def test_two_hooks_at_once_make_one_cycle():
-    kube = FakeKube(delete_on_suspend=False)
+    kube = FakeKube(delete_on_suspend=False, clock=SYSTEM)  # two hooks, each in a thread: real time
     kube.add_cluster("demo", stamped(OLD))
     plan = make_plan(spec=NEW)
 
@@ -450,7 +462,7 @@ def two_step_operator(kube: FakeKube) -> list[str]:
     def queue(ns: str, name: str) -> None:
         if (ns, name) not in queued:
             queued.add((ns, name))
-            threading.Timer(0.02, reconcile, args=(ns, name)).start()
+            kube.clock.call_later(0.02, reconcile, ns, name)
 
     def operate(obj):
         meta, suspend = obj["metadata"], obj["spec"].get("suspend") is True
@@ -538,11 +550,11 @@ def test_a_watch_that_keeps_dropping_ends_the_prompting_not_the_cycle():
     kube = FakeKube()
     _two_step_cluster(kube)
     broken = StreamBroken(0, "StreamBroken", "watch stream dropped")
-    _failing_watches(kube, [broken] * (cycle.MAX_WATCH_RESTARTS + 1))
+    _failing_watches(kube, [broken] * (prompt.MAX_WATCH_RESTARTS + 1))
     report, lines = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=1)
     assert report.counts()["recreated"] == 1, lines
     assert any(l["step"] == "prompt" and "cannot prompt" in l["msg"] for l in lines)
-    assert sum(l["step"] == "watch" for l in lines) == cycle.MAX_WATCH_RESTARTS
+    assert sum(l["step"] == "watch" for l in lines) == prompt.MAX_WATCH_RESTARTS
     assert kube.by_verb.get("delete", 0) >= 1  # unprompted, this operator left the pods: the drain grace did
 
 
@@ -566,9 +578,9 @@ def test_a_cluster_deleted_while_the_operator_is_prompted_is_reported_gone(when)
         if obj["spec"].get("suspend") is not True:
             return
         if when == "seen-by-the-watch":
-            threading.Timer(0.05, kube.clusters.pop, args=((NS, "demo"),)).start()
+            kube.clock.call_later(0.05, kube.clusters.pop, (NS, "demo"))
         else:  # suspending: the hook renews its lease, drains, and waits for "suspended"
-            threading.Timer(0.05, status, args=(True, False)).start()
+            kube.clock.call_later(0.05, status, True, False)
 
     def patch_cluster(namespace, name, body):
         if when == "at-the-lease-renewal" and "spec" not in body and kube.clusters[(NS, "demo")]["spec"].get("suspend"):
@@ -578,7 +590,7 @@ def test_a_cluster_deleted_while_the_operator_is_prompted_is_reported_gone(when)
 
     def list_pods(namespace, selector):
         if when == "before-the-resume" and kube.clusters[(NS, "demo")]["spec"].get("suspend"):
-            threading.Timer(0.05, kube.clusters.pop, args=((NS, "demo"),)).start()
+            kube.clock.call_later(0.05, kube.clusters.pop, (NS, "demo"))
             return [], "1"  # the drain's read: no pod left; the wait before the resume sees it deleted
         return pods(namespace, selector)
 

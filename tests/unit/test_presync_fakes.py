@@ -4,11 +4,16 @@ FakeKube implements the methods of ``raygitops.kube.client.Kube`` the hook uses,
 resourceVersions, 409 on a stale precondition, RFC 7386 merge patches, watch streams and a
 toy operator: ``spec.suspend: true`` deletes the pods (at once, or when the test says),
 ``suspend: false`` creates pods from the templates (copying template annotations).
+
+Time is simulated by default (:class:`FakeClock`): the hook's waits and the fake's watch
+calls advance it at once, so a test of a 60 s lease or a timed-out drain takes no real
+second. A test whose operator or second hook runs in a thread passes ``clock=SYSTEM``.
 """
 
 from __future__ import annotations
 
 import copy
+import heapq
 import itertools
 import queue
 import threading
@@ -18,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from raygitops.clock import Clock
 from raygitops.model.hashing import hash_cluster, pod_shaping_spec
 from raygitops.model.names import HASH_ANNOTATION
 from raygitops.model.plan import ClusterPlan
@@ -97,8 +103,57 @@ def with_crd_defaults(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
+class FakeClock(Clock):
+    """Simulated time (a discrete-event simulation): a wait returns at once and moves the
+    clock by what it waited, running on the way whatever a test scheduled with
+    :meth:`call_later` (an operator's next reconcile, another hook's write, a SIGTERM)."""
+
+    def __init__(self, start: float = 1000.0) -> None:
+        self.t = start
+        self._due: list[tuple[float, int, Any]] = []
+        self._seq = itertools.count()
+        self._lock = threading.RLock()
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def now(self) -> float:
+        return 1_800_000_000.0 + self.t
+
+    def call_later(self, delay: float, fn: Any, *args: Any) -> None:
+        with self._lock:
+            heapq.heappush(self._due, (self.t + max(0.0, delay), next(self._seq), lambda: fn(*args)))
+
+    def advance(self, seconds: float) -> None:
+        """Move ``seconds`` on, running what falls due on the way, in order."""
+        with self._lock:
+            target = self.t + max(0.0, seconds)
+            while self._due and self._due[0][0] <= target:
+                when, _, fn = heapq.heappop(self._due)
+                self.t = max(self.t, when)
+                fn()
+            self.t = target
+
+    def advance_to_next(self, limit: float) -> bool:
+        """Move on to the next scheduled event (running it) if it falls before the instant
+        ``limit``, else to ``limit``; whether an event ran (a watch then looks again)."""
+        with self._lock:
+            if self._due and self._due[0][0] <= limit:
+                self.advance(self._due[0][0] - self.t)
+                return True
+            self.advance(limit - self.t)
+            return False
+
+    def wait(self, seconds: float, stop: threading.Event) -> bool:
+        if not stop.is_set():
+            self.advance(seconds)
+        return stop.is_set()
+
+
 class FakeKube:
-    def __init__(self, operator: bool = True, delete_on_suspend: bool = True):
+    def __init__(self, operator: bool = True, delete_on_suspend: bool = True, clock: Clock | None = None):
+        self.clock = clock if clock is not None else FakeClock()
+        self.simulated = isinstance(self.clock, FakeClock)
         self.lock = threading.RLock()
         self.rv = itertools.count(100)
         self.clusters: dict[tuple[str, str], dict[str, Any]] = {}
@@ -115,6 +170,7 @@ class FakeKube:
         self.fail_next: list[Exception] = []  # raised by the next calls (any method)
         self.deadline: float | None = None  # set by the run, as on the real client
         self.crd_has_upgrade_strategy = True  # KubeRay >= 1.6 CRD
+        self.crd_has_suspend = True  # KubeRay >= 1.1 CRD (else the API server prunes spec.suspend)
 
     # ---------------------------------------------------------------- helpers for tests
 
@@ -226,8 +282,8 @@ class FakeKube:
         versions in between, which the hook reads the same way), then DELETED once it is gone."""
         self._count("watch")
         seen = int(resource_version or 0)
-        end = time.monotonic() + timeout_seconds
-        while time.monotonic() < end:
+        end = self.clock.monotonic() + timeout_seconds
+        while self.clock.monotonic() < end:
             with self.lock:
                 obj = self.clusters.get((namespace, name))
                 version = copy.deepcopy(obj) if obj is not None else None
@@ -237,11 +293,20 @@ class FakeKube:
             if int(version["metadata"]["resourceVersion"]) > seen:
                 seen = int(version["metadata"]["resourceVersion"])
                 yield "MODIFIED", version
-            time.sleep(0.001)
+            elif self.simulated:  # nothing new: on to what happens next, or the end of the call
+                self.clock.advance_to_next(end)
+            else:
+                time.sleep(0.001)
 
     def knows_upgrade_strategy(self, namespace: str, name: str) -> bool:
         self._count("dry-run")
         return self.crd_has_upgrade_strategy
+
+    def get_raycluster_crd(self) -> dict[str, Any] | None:
+        """The RayCluster CRD's served schema, as far as ``raygitops status`` reads it."""
+        self._count("get")
+        spec = {"properties": {"upgradeStrategy": {"type": "object"}} if self.crd_has_upgrade_strategy else {}}
+        return {"spec": {"versions": [{"name": "v1", "schema": {"openAPIV3Schema": {"properties": {"spec": spec}}}}]}}
 
     def patch_cluster(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         self._count("patch")
@@ -255,6 +320,8 @@ class FakeKube:
             patch = copy.deepcopy(patch)
             patch.get("metadata", {}).pop("resourceVersion", None)
             new = merge_apply(obj, patch)
+            if not self.crd_has_suspend:
+                new.get("spec", {}).pop("suspend", None)
             self._bump(new)
             self.clusters[(namespace, name)] = new
             self.patches.append((name, patch))
@@ -275,11 +342,14 @@ class FakeKube:
         with self.lock:
             self.watchers.append(q)
         _, _, value = selector.partition("=")
+        end = self.clock.monotonic() + timeout_seconds
         try:
             while True:
                 try:
-                    kind, pod = q.get(timeout=timeout_seconds)
+                    kind, pod = q.get_nowait() if self.simulated else q.get(timeout=timeout_seconds)
                 except queue.Empty:
+                    if self.simulated and self.clock.advance_to_next(end):
+                        continue  # something happened: look again
                     return
                 if kind == "GONE":
                     raise Gone(410, "Expired", "too old")

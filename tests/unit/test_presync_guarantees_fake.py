@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 
 from raygitops.model.names import HASH_ANNOTATION
 from raygitops.model.plan import Plan
 from raygitops.presync import budget, cycle
-from raygitops.model import drift
+from raygitops.model import pods, verdict
 from raygitops.model import lock as locks
 from raygitops.kube.client import ApiError
 from raygitops.model import names
 
 from test_presync_cycle import NEW, OLD, _run
-from test_presync_fakes import NS, FakeKube, cluster_spec, make_plan, stamped
+from test_presync_fakes import NS, FakeClock, FakeKube, cluster_spec, make_plan, stamped
 
 
 def _outcome(report, name="demo"):
@@ -30,10 +29,10 @@ def test_stop_mid_drain_resumes_as_it_was_and_fails():
     kube = FakeKube(delete_on_suspend=False)  # the operator never deletes: the drain waits
     kube.add_cluster("demo", stamped(OLD))
     stop = threading.Event()
-    threading.Timer(1.0, stop.set).start()
-    began = time.monotonic()
+    kube.clock.call_later(1.0, stop.set)  # SIGTERM a second into the drain
+    began = kube.clock.monotonic()
     report, _ = _run(kube, [Plan(NS, [make_plan(spec=NEW)])], drain_grace=60, stop=stop)
-    assert time.monotonic() - began < 10
+    assert kube.clock.monotonic() - began < 10
     assert report.failed and _outcome(report).result == cycle.FAILED
     assert "interrupted" in _outcome(report).message and "resumed as it was" in _outcome(report).message
     live = kube.clusters[(NS, "demo")]
@@ -80,7 +79,7 @@ def test_one_unhashable_cluster_never_stops_the_others():
     assert report.failed
     assert report.counts()["recreated"] == 1 and report.counts()["failed"] == 1
     bad = next(d for d in report.decisions if d.name == "broken")
-    assert bad.action == drift.FAIL and "cannot" in bad.reason
+    assert bad.action == verdict.FAIL and "cannot" in bad.reason
 
 
 def test_a_forbidden_namespace_fails_its_clusters_only():
@@ -103,12 +102,17 @@ def test_a_forbidden_namespace_fails_its_clusters_only():
 
 
 def test_budget_floor_then_longest_cycle():
-    b = budget.Budget(time.monotonic() + 40, 100)
+    clock = FakeClock()
+    b = budget.Budget(clock.monotonic() + 40, 100, clock)
     assert b.estimate() == budget.FLOOR_SECONDS and b.shortfall() is None
+    clock.advance(9.5)
+    assert b.shortfall() is None  # 30.5 s left, 30 s needed
+    clock.advance(1)
+    assert "floor" in b.shortfall()
     b.record(50)
     b.record(20)
     assert b.estimate() == 50 * budget.MARGIN and "longest cycle" in b.shortfall()
-    assert budget.Budget(time.monotonic() + 4, 4).estimate() == 2  # a short timeout still fits one cycle
+    assert budget.Budget(clock.monotonic() + 4, 4, clock).estimate() == 2  # a short timeout still fits one cycle
 
 
 def test_no_cycle_starts_without_the_time_to_finish_it():
@@ -119,7 +123,7 @@ def test_no_cycle_starts_without_the_time_to_finish_it():
 
     def slow_operator(obj):  # each cycle takes about 3 s
         if obj["spec"].get("suspend") is True:
-            time.sleep(3)
+            kube.clock.advance(3)
         slow(obj)
 
     kube._operate = slow_operator
@@ -172,7 +176,7 @@ def test_a_failed_recreate_stays_failed_until_ready():
         pod["status"] = {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
                                                              "reason": "Unschedulable"}]}
     report, _ = _run(kube, [Plan(NS, [plan])], timeout=2)
-    assert report.decisions[0].action == drift.VERIFY
+    assert report.decisions[0].action == verdict.VERIFY
     assert report.failed and "still unverified" in _outcome(report).message
     # the pods become ready: the next run says so and records it
     for pod in kube.pods_of("demo"):
@@ -182,7 +186,7 @@ def test_a_failed_recreate_stays_failed_until_ready():
     record = json.loads(kube.clusters[(NS, "demo")]["metadata"]["annotations"][names.LAST_ANNOTATION])
     assert record["outcome"] == locks.COMPLETED
     report, _ = _run(kube, [Plan(NS, [plan])])
-    assert report.decisions[0].action == drift.IN_SYNC and not report.outcomes
+    assert report.decisions[0].action == verdict.IN_SYNC and not report.outcomes
 
 
 def test_without_wait_ready_it_says_readiness_was_not_checked():
@@ -202,26 +206,28 @@ def test_ready_means_every_expected_pod_ready_not_a_stale_status():
     kube.add_cluster("demo", stamped(NEW))
     live = kube.clusters[(NS, "demo")]
     plan = make_plan(spec=NEW)
-    pods = kube.pods_of("demo")
-    assert drift.pods_ready_for(plan, live, pods)[0]
-    assert not drift.pods_ready_for(plan, live, pods[:-1])[0]  # a worker missing
-    pods[-1]["status"] = {"phase": "Pending"}
-    ok, why = drift.pods_ready_for(plan, live, pods)
+    pod_list = kube.pods_of("demo")
+    assert verdict.ready_for(plan, live, pod_list)[0]
+    assert not verdict.ready_for(plan, live, pod_list[:-1])[0]  # a worker missing
+    pod_list[-1]["status"] = {"phase": "Pending"}
+    ok, why = verdict.ready_for(plan, live, pod_list)
     assert not ok and "not Ready" in why  # whatever status.state says
-    assert drift.expected_pods({"workerGroupSpecs": [{"replicas": 5, "maxReplicas": 3, "numOfHosts": 2}]}) == (7, True)
-    assert drift.expected_pods({"enableInTreeAutoscaling": True,
-                                "workerGroupSpecs": [{"replicas": 5, "minReplicas": 1}]}) == (2, False)
+    assert pods.pods_now({"workerGroupSpecs": [{"groupName": "g", "replicas": 5, "maxReplicas": 3,
+                                                "numOfHosts": 2}]}) == pods.PodCount(7, 7)
+    assert pods.pods_now({"enableInTreeAutoscaling": True,
+                          "workerGroupSpecs": [{"groupName": "g", "replicas": 5, "minReplicas": 1}]}) == pods.PodCount(2, None)
 
 
 def test_failure_reason_names_each_failed_or_deferred_cluster_in_one_line() -> None:
     from raygitops.presync import cycle
-    from raygitops.model import drift
+    from raygitops.presync.context import Outcome
+    from raygitops.model import verdict
     from raygitops.presync.run import Report
 
-    decisions = [drift.Decision("ns", "a", drift.RECREATE_ACTION, "drift"), drift.Decision("ns", "b", drift.FAIL, "403\nForbidden"),
-                 drift.Decision("ns", "c", drift.RECREATE_ACTION, "drift"), drift.Decision("ns", "d", drift.IN_SYNC, "same")]
-    outcomes = {"ns/a": cycle.Outcome("ns", "a", cycle.FAILED, "new pods not ready after 40 s"),
-                "ns/c": cycle.Outcome("ns", "c", cycle.DEFERRED, "does not fit the time left")}
+    decisions = [verdict.Verdict("ns", "a", verdict.RECREATE, "drift"), verdict.Verdict("ns", "b", verdict.FAIL, "403\nForbidden"),
+                 verdict.Verdict("ns", "c", verdict.RECREATE, "drift"), verdict.Verdict("ns", "d", verdict.IN_SYNC, "same")]
+    outcomes = {"ns/a": Outcome("ns", "a", cycle.FAILED, "new pods not ready after 40 s"),
+                "ns/c": Outcome("ns", "c", cycle.DEFERRED, "does not fit the time left")}
     report = Report(decisions=decisions, outcomes=outcomes)
     assert report.failed
     assert report.failure_reason() == ("ns/a: new pods not ready after 40 s; ns/b: 403 Forbidden; "

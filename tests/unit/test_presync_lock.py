@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 
+from raygitops.model import verdict
 from raygitops.presync import cycle
+from raygitops.presync.context import State
 from raygitops.model import lock as locks
 from raygitops.model import names
 
@@ -60,13 +64,22 @@ def _live(lock=None, suspend=None):
     return obj
 
 
+NS = "ray"
+
+
 def test_state_machine_transitions():
     me, now = "me", 1000.0
     mine = locks.new_lock(me, TARGET, None, now)
     theirs = locks.new_lock("them", TARGET, None, now)
-    ns = cycle.next_step
+    state = State.of(verdict.Verdict(NS, "demo", verdict.RECREATE, "drifted"))
+
+    def ns(live, holder, unchanged_for=0.0, **done):
+        return cycle.next_step(live, holder, dataclasses.replace(state, **done), unchanged_for)
+
     assert ns(None, me) == cycle.GONE
     assert ns(_live(), me) == cycle.ACQUIRE
+    assert ns(_live(), me, recheck=True) == cycle.CHECK  # waited for another hook: is it still drifted?
+    assert ns(_live(), me, recreated=True) == cycle.FINISHED  # our cycle unlocked: done
     assert ns(_live(mine), me) == cycle.SUSPEND
     assert ns(_live(mine.at(locks.SUSPENDED, now), suspend=True), me) == cycle.DRAIN
     # suspended phase but someone flipped suspend back: suspend again before draining
@@ -75,3 +88,6 @@ def test_state_machine_transitions():
     assert ns(_live(theirs), me, unchanged_for=10) == cycle.WAIT
     assert ns(_live(theirs), me, unchanged_for=61) == cycle.TAKEOVER
     assert ns(_live("not json"), me) == cycle.TAKEOVER
+    changed = _live()
+    changed["metadata"]["resourceVersion"] = "7"  # not the version the run decided on
+    assert ns(changed, me) == cycle.CHECK

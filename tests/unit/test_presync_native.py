@@ -11,7 +11,7 @@ import json
 
 from raygitops.model.names import NATIVE_HASH_ANNOTATION as HASH_ANNOTATION
 from raygitops.model.plan import Plan
-from raygitops.model import drift
+from raygitops.model import verdict
 from raygitops.kube.client import ApiError
 from raygitops.presync.logs import Log
 from raygitops.presync.run import RunOptions, run
@@ -34,7 +34,7 @@ def _kube(armed: bool) -> FakeKube:
 def _run(kube: FakeKube, strategy: str, dry_run: bool = False) -> tuple[dict, list[dict]]:
     plan = dataclasses.replace(make_plan(spec=NEW, strategy=strategy), native=True)
     out = io.StringIO()
-    opts = RunOptions(timeout=20, drain_grace=5, max_parallel=4, wait_ready=True, dry_run=dry_run)
+    opts = RunOptions(timeout=20, drain_grace=5, max_parallel=4, wait_ready=True, dry_run=dry_run, clock=kube.clock)
     report = run(kube, [Plan(NS, [plan])], opts, Log("json", out))
     (cluster,) = report.to_json()["clusters"]
     return cluster, [json.loads(line) for line in out.getvalue().splitlines()]
@@ -43,7 +43,7 @@ def _run(kube: FakeKube, strategy: str, dry_run: bool = False) -> tuple[dict, li
 def test_native_only_is_left_alone_and_said_so():
     kube = _kube(armed=True)
     cluster, lines = _run(kube, "None")
-    assert cluster["decision"] == drift.SKIP and cluster["reason"] == drift.NATIVE_ONLY
+    assert cluster["decision"] == verdict.SKIP and cluster["reason"] == verdict.NATIVE_ONLY
     assert "warnings" not in cluster and not kube.deleted_pods and not kube.patches
     assert kube.by_verb.get("dry-run") == 1  # the CRD probe, never a write
     assert any("left to KubeRay's native Recreate" in line["msg"] for line in lines)
@@ -70,7 +70,7 @@ def test_arming_trap_on_an_opted_in_cluster_the_hook_leaves():
     plan = dataclasses.replace(make_plan(spec=OLD), native=True)
     pods = kube.pods_of("demo")
     live = kube.clusters[(NS, "demo")]
-    (warning,) = drift.native_warnings(plan, live, pods, True, recreating=False)
+    (warning,) = verdict.native_warnings(plan, verdict.decide(NS, plan, live, pods), live, pods, True)
     assert "only the operator's hash sees" in warning
 
 
@@ -80,7 +80,7 @@ def test_a_crd_without_the_field_is_warned_about():
     cluster, _ = _run(kube, "None")
     (warning,) = cluster["warnings"]
     assert "unknown to this cluster's RayCluster CRD" in warning
-    assert cluster["decision"] == drift.SKIP
+    assert cluster["decision"] == verdict.SKIP
 
 
 def test_a_failed_probe_is_a_warning_never_a_failure():
@@ -94,6 +94,6 @@ def test_a_failed_probe_is_a_warning_never_a_failure():
 def test_no_probe_without_a_native_cluster():
     kube = _kube(armed=True)
     plan = make_plan(spec=NEW)
-    run(kube, [Plan(NS, [plan])], RunOptions(timeout=20, drain_grace=5, max_parallel=4, wait_ready=True),
+    run(kube, [Plan(NS, [plan])], RunOptions(timeout=20, drain_grace=5, max_parallel=4, wait_ready=True, clock=kube.clock),
         Log("json", io.StringIO()))
     assert "dry-run" not in kube.by_verb

@@ -41,8 +41,8 @@ def test_the_operator_has_work_unless_suspended_as_meant():
 def test_waiting_delays_double_up_to_their_cap_without_end():
     from itertools import islice
 
-    from raygitops.presync import cycle, polling
+    from raygitops.presync import polling
 
     assert list(islice(polling.delays(0.1, 1.0), 7)) == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0, 1.0]
     assert list(polling.delays(0.1, 1.0, total=0.75)) == [0.1, 0.2, 0.4]
-    assert next(cycle.waiting_delays()) == cycle.FIRST_POLL_SECONDS
+    assert next(polling.waiting()) == polling.WAIT_FIRST_SECONDS

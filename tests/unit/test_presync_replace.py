@@ -14,7 +14,9 @@ from raygitops.model import strategy
 from raygitops.errors import RaygitopsError
 from raygitops.model.names import HASH_ANNOTATION
 from raygitops.presync import cycle
-from raygitops.model import drift, replace
+from raygitops.presync.context import State
+from raygitops.model import verdict
+from raygitops.presync import replace
 from raygitops.model import lock as locks
 from raygitops.model import names
 
@@ -135,16 +137,16 @@ def test_max_unavailable_by_group_refuses_the_rest(value, message):
 
 def test_only_worker_groups_drifted_is_a_replacement():
     kube, live = live_cluster()
-    d = drift.decide(NS, plan_for(two_groups(big_image=NEW)), live, kube.pods_of("demo"))
-    assert d.action == drift.REPLACE_ACTION and set(d.drift) == {"worker:big"}, d.reason
+    d = verdict.decide(NS, plan_for(two_groups(big_image=NEW)), live, kube.pods_of("demo"))
+    assert d.action == verdict.REPLACE and set(d.drift) == {"worker:big"}, d.reason
     assert d.reason.startswith("worker groups drifted, head kept: ")
-    assert cycle.replace_plan(d) == (True, ("big",))
+    assert d.replaces and d.replaced_groups() == ("big",)
 
 
 def test_a_head_change_falls_back_to_the_full_cycle():
     kube, live = live_cluster()
-    d = drift.decide(NS, plan_for(two_groups(big_image=NEW, head_image=NEW)), live, kube.pods_of("demo"))
-    assert d.action == drift.RECREATE_ACTION
+    d = verdict.decide(NS, plan_for(two_groups(big_image=NEW, head_image=NEW)), live, kube.pods_of("demo"))
+    assert d.action == verdict.RECREATE
 
 
 def test_a_cluster_level_change_falls_back_to_the_full_cycle():
@@ -152,38 +154,40 @@ def test_a_cluster_level_change_falls_back_to_the_full_cycle():
     kube, live = live_cluster()
     spec = two_groups()
     spec["rayVersion"] = "2.42.0"
-    d = drift.decide(NS, plan_for(spec), live, kube.pods_of("demo"))
-    assert d.action == drift.RECREATE_ACTION and "head" in d.drift
+    d = verdict.decide(NS, plan_for(spec), live, kube.pods_of("demo"))
+    assert d.action == verdict.RECREATE and "head" in d.drift
 
 
 def test_a_removed_group_alone_is_a_replacement():
     kube, live = live_cluster()
     spec = two_groups()
     spec["workerGroupSpecs"] = spec["workerGroupSpecs"][:1]
-    d = drift.decide(NS, plan_for(spec), live, kube.pods_of("demo"))
-    assert d.action == drift.REPLACE_ACTION and d.drift["worker:big"].how == "removed-group"
-    assert cycle.replace_plan(d) == (True, ())
+    d = verdict.decide(NS, plan_for(spec), live, kube.pods_of("demo"))
+    assert d.action == verdict.REPLACE and d.drift["worker:big"].how == "removed-group"
+    assert d.replaces and d.replaced_groups() == ()
 
 
 def test_a_replacement_in_progress_is_continued_or_turned_into_a_full_cycle():
     kube, live = live_cluster()
     lock = cycle.replace_lock(locks.new_lock("other", {}, None, 0.0), ("big",), 0.0)
     live["metadata"]["annotations"][names.LOCK_ANNOTATION] = lock.to_annotation()
-    d = drift.decide(NS, plan_for(two_groups(big_image=NEW)), live, kube.pods_of("demo"))
-    assert d.action == drift.REPLACE_ACTION and "in progress" in d.reason
-    d = drift.decide(NS, plan_for(two_groups(big_image=NEW, head_image=NEW)), live, kube.pods_of("demo"))
-    assert d.action == drift.RECREATE_ACTION  # the head changed meanwhile: the full cycle
-    d = drift.decide(NS, make_plan(spec=two_groups(big_image=NEW)), live, kube.pods_of("demo"))
-    assert d.action == drift.RECREATE_ACTION  # the strategy changed to Recreate
+    d = verdict.decide(NS, plan_for(two_groups(big_image=NEW)), live, kube.pods_of("demo"))
+    assert d.action == verdict.REPLACE and "in progress" in d.reason
+    d = verdict.decide(NS, plan_for(two_groups(big_image=NEW, head_image=NEW)), live, kube.pods_of("demo"))
+    assert d.action == verdict.RECREATE  # the head changed meanwhile: the full cycle
+    d = verdict.decide(NS, make_plan(spec=two_groups(big_image=NEW)), live, kube.pods_of("demo"))
+    assert d.action == verdict.RECREATE  # the strategy changed to Recreate
 
 
 def test_next_step_of_a_replacing_lock():
     kube, live = live_cluster()
     lock = cycle.replace_lock(locks.new_lock("me", {}, None, 0.0), ("big",), 0.0)
     live["metadata"]["annotations"][names.LOCK_ANNOTATION] = lock.to_annotation()
-    assert cycle.next_step(live, "me", replace=True) == cycle.REPLACE
-    assert cycle.next_step(live, "me", replace=False) == cycle.SUSPEND  # nothing suspended yet: start the cycle
-    assert cycle.next_step(live, "other", 0.0, replace=True) == cycle.WAIT
+    replacing = State(verdict.Verdict(NS, "demo", verdict.REPLACE, "drifted"), replace=True, groups=("big",))
+    assert cycle.next_step(live, "me", replacing) == cycle.REPLACE
+    assert cycle.next_step(live, "me", dataclasses.replace(replacing, replaced=True)) == cycle.WAIT_READY
+    assert cycle.next_step(live, "me", dataclasses.replace(replacing, replace=False)) == cycle.SUSPEND  # nothing suspended yet: start the cycle
+    assert cycle.next_step(live, "other", replacing, 0.0) == cycle.WAIT
 
 
 def test_replacing_lock_round_trips_its_groups_and_a_takeover_adopts_the_new_target():
@@ -245,10 +249,10 @@ def test_each_group_is_held_to_its_own_bound():
     assert len(deleted & {p["metadata"]["uid"] for p in big}) == 1
     assert {p["metadata"]["uid"] for p in small} <= deleted and len(deleted) == 3
     assert {g.name: g.max_unavailable for g in batch.groups} == {"big": 1, "small": 2}
-    shape = replace.replacement_plan(plan, drift.decide(NS, plan, live, kube.pods_of("demo")).drift)
+    shape = verdict.replacement(plan, verdict.decide(NS, plan, live, kube.pods_of("demo")).drift)
     assert shape["maxUnavailable"] == "100%" and [(g["group"], g.get("maxUnavailable"), g["atATime"])
                                                   for g in shape["groups"]] == [("big", "1", 1), ("small", None, 2)]
-    words = replace.replacement_words(shape)
+    words = verdict.replacement_words(shape)
     assert words == "replaces 4 pods of group big (1 at a time); replaces 2 pods of group small (2 at a time); head untouched"
 
 
@@ -335,15 +339,15 @@ def test_summary_wording():
 def test_status_phrase_names_what_the_next_sync_replaces_and_keeps():
     kube, live = live_cluster()
     spec = two_groups(big_image=NEW)
-    d = drift.decide(NS, plan_for(spec, "2"), live, kube.pods_of("demo"))
-    plan = replace.replacement_plan(plan_for(spec, "2"), d.drift)
+    d = verdict.decide(NS, plan_for(spec, "2"), live, kube.pods_of("demo"))
+    plan = verdict.replacement(plan_for(spec, "2"), d.drift)
     assert plan == {"maxUnavailable": "2", "kept": ["head", "small"],
                     "groups": [{"group": "big", "change": "changed", "pods": {"min": 4, "max": 4}, "atATime": 2}]}
-    assert replace.replacement_words(plan) == "replaces 4 pods of group big (2 at a time); head and group small untouched"
+    assert verdict.replacement_words(plan) == "replaces 4 pods of group big (2 at a time); head and group small untouched"
     removed = two_groups()
     removed["workerGroupSpecs"] = removed["workerGroupSpecs"][:1]
-    d = drift.decide(NS, plan_for(removed), live, kube.pods_of("demo"))
-    assert replace.replacement_words(replace.replacement_plan(plan_for(removed), d.drift)) == (
+    d = verdict.decide(NS, plan_for(removed), live, kube.pods_of("demo"))
+    assert verdict.replacement_words(verdict.replacement(plan_for(removed), d.drift)) == (
         "deletes 4 pods of removed group big; head and group small untouched")
 
 

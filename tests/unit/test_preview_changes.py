@@ -14,7 +14,7 @@ from raygitops.preview.changes import (
     pod_shaping_path,
     strip_raygitops_annotations,
 )
-from raygitops.preview.impact import PodCount, group_pods, pods_of
+from raygitops.model.pods import PodCount, group_pods, pods_of
 
 
 def rc(**spec_extra) -> dict:

@@ -201,7 +201,8 @@ def test_markdown_stays_under_github_limit(tmp_path: Path,
 
 def test_markdown_table_folds_only_minor_rows_in_the_extreme() -> None:
     from raygitops.preview import report_markdown
-    from raygitops.preview.impact import IN_PLACE, RECREATE_CLASS, ClusterImpact, PodCount, Report
+    from raygitops.model.pods import PodCount
+    from raygitops.preview.impact import IN_PLACE, RECREATE_CLASS, ClusterImpact, Report
     from raygitops.preview.revisions import Side
 
     def impact(i: int, klass: str) -> ClusterImpact:

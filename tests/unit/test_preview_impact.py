@@ -7,7 +7,8 @@ from pathlib import Path
 
 import yaml
 
-from raygitops.preview.impact import PodCount, classify
+from raygitops.model.pods import PodCount
+from raygitops.preview.impact import classify
 from raygitops.preview.revisions import render_sides
 
 BASE = {
@@ -51,12 +52,24 @@ def test_removed_group_of_opted_in_cluster_is_recreated(tmp_path: Path) -> None:
     assert impact.pods == PodCount(5, 5)  # head + a (recreated) + b (deleted)
 
 
-def test_removed_group_not_opted_in_is_in_place(tmp_path: Path) -> None:
+def test_removed_group_not_opted_in_is_stale(tmp_path: Path) -> None:
+    """The operator leaves a removed group's pods running (docs/presync.md): nothing removes
+    them when the cluster is not opted in, as the hook and status say too."""
     head = copy.deepcopy(BASE)
     del head["spec"]["workerGroupSpecs"][1]
     impact = impact_of(tmp_path, BASE, head)
-    assert impact.klass == "in-place"
-    assert "removed" in impact.reason
+    assert impact.klass == "stale"
+    assert "removed" in impact.reason and not impact.pods.is_zero
+
+
+def test_removed_group_without_pods_is_in_place(tmp_path: Path) -> None:
+    base = opted(BASE)
+    base["spec"]["workerGroupSpecs"][1]["replicas"] = 0
+    base["spec"]["workerGroupSpecs"][1]["minReplicas"] = 0
+    head = copy.deepcopy(base)
+    del head["spec"]["workerGroupSpecs"][1]
+    impact = impact_of(tmp_path, base, head)
+    assert impact.klass == "in-place" and "no pods" in impact.reason
 
 
 def test_added_group_is_in_place(tmp_path: Path) -> None:

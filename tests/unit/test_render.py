@@ -13,7 +13,7 @@ from raygitops.errors import RaygitopsError
 from raygitops.model.names import HASH_ANNOTATION, HASHES_ANNOTATION
 from raygitops.render.hookresources import RULES
 from raygitops.render.pipeline import render_app
-from raygitops.presync.cycle import RECOVER_AFTER_STOP_SECONDS
+from raygitops.presync.recovery import AFTER_STOP_SECONDS
 from raygitops.presync.drain import WATCH_SECONDS
 
 CLUSTER = """\
@@ -114,7 +114,7 @@ def test_hook_rbac_is_least_privilege_and_job_is_locked_down(tmp_path: Path) -> 
     container = pod["containers"][0]
     assert job["spec"]["backoffLimit"] == 0 and job["spec"]["activeDeadlineSeconds"] > 900
     grace = job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    assert grace > RECOVER_AFTER_STOP_SECONDS + WATCH_SECONDS  # room to resume after SIGTERM
+    assert grace > AFTER_STOP_SECONDS + WATCH_SECONDS  # room to resume after SIGTERM
     assert pod["securityContext"]["runAsNonRoot"] is True and pod["securityContext"]["runAsUser"] != 0
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
@@ -225,6 +225,34 @@ def test_opt_in_inside_rayjob_or_rayservice_is_an_error(tmp_path: Path, kind: st
     with pytest.raises(RaygitopsError, match=f"not allowed.*{kind}") as err:
         render(tmp_path, {"j.yaml": text})
     assert (err.value.path, err.value.line) == (f"{tmp_path}/j.yaml", 1)
+
+
+@pytest.mark.parametrize("opt_in", ["annotation", "field"])
+def test_opt_in_inside_a_raycronjob_is_an_error(tmp_path: Path, opt_in: str) -> None:
+    """KubeRay 1.7's RayCronJob: its RayJob spec is spec.jobTemplate, the cluster's spec
+    spec.jobTemplate.rayClusterSpec; the clusters its RayJobs make are theirs, never the hook's."""
+    annotation = "  annotations: {raygitops.dev/upgrade-strategy: Recreate}\n" if opt_in == "annotation" else ""
+    field = "      upgradeStrategy: {type: Recreate}\n" if opt_in == "field" else ""
+    text = ("apiVersion: ray.io/v1\nkind: RayCronJob\nmetadata:\n  name: nightly\n" + annotation
+            + "spec:\n  schedule: '0 3 * * *'\n  jobTemplate:\n    entrypoint: python job.py\n"
+            + "    rayClusterSpec:\n" + field + "      headGroupSpec: {template: {}}\n")
+    with pytest.raises(RaygitopsError, match="not allowed.*RayCronJob") as err:
+        render(tmp_path, {"c.yaml": text})
+    assert (err.value.path, err.value.line) == (f"{tmp_path}/c.yaml", 1)
+    if opt_in == "field":
+        assert str(err.value).count("spec.jobTemplate.rayClusterSpec.upgradeStrategy.type") == 1
+    plain = text.replace(annotation, "").replace(field, "")
+    assert kinds(render(tmp_path / "plain", {"c.yaml": plain})) == ["RayCronJob"]
+
+
+def test_a_raycronjob_pod_template_label_is_checked(tmp_path: Path) -> None:
+    """Its clusters' pods carry the template's labels: a value the API server refuses on a pod
+    is refused here, at the RayCronJob."""
+    text = ("apiVersion: ray.io/v1\nkind: RayCronJob\nmetadata: {name: nightly}\nspec:\n  schedule: '@daily'\n"
+            "  jobTemplate:\n    rayClusterSpec:\n      headGroupSpec:\n        template:\n"
+            "          metadata: {labels: {team: 'a b'}}\n")
+    with pytest.raises(RaygitopsError, match="spec.jobTemplate.rayClusterSpec.headGroupSpec.template.metadata"):
+        render(tmp_path, {"c.yaml": text})
 
 
 def test_rayjob_without_opt_in_passes_through(tmp_path: Path) -> None:

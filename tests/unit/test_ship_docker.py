@@ -28,6 +28,8 @@ from raygitops.sources.settings import DEFAULT_IMAGE
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ship_support  # noqa: E402
 
+pytestmark = pytest.mark.packaging  # a wheel, a virtualenv or a built tool: not in tests/fast.sh
+
 REPO = Path(__file__).resolve().parents[2]
 DOCKERFILE = REPO / "Dockerfile"
 

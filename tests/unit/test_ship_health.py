@@ -120,6 +120,7 @@ def run_gopher_lua(binary: Path, objects: list[dict], script: Path = LUA) -> lis
     return json.loads(res.stdout)
 
 
+@pytest.mark.packaging  # builds gopher-lua with Go
 def test_health_cases_in_gopher_lua(gopher_lua: Path) -> None:
     objects = [yaml.safe_load((HEALTH / c["inputPath"]).read_text()) for c in CASES]
     got = run_gopher_lua(gopher_lua, objects)

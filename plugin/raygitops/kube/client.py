@@ -97,7 +97,9 @@ def _retry_after(headers: Any, attempt: int) -> float:
 class Kube:
     """A tiny JSON client for the handful of calls the hook makes."""
 
-    def __init__(self, creds: Credentials, pool_size: int = 8):
+    def __init__(self, creds: Credentials, pool_size: int = 8, deadline: float | None = None):
+        """``deadline``: the ``time.monotonic()`` instant of the run's ``--timeout``; no single
+        call outlives it (None: each call has its own timeout only)."""
         self.creds = creds
         pool: dict[str, Any] = dict(num_pools=4, maxsize=pool_size, block=False, ssl_context=creds.ssl_context,
                                     cert_reqs="CERT_REQUIRED" if creds.verify else "CERT_NONE", retries=False)
@@ -106,7 +108,7 @@ class Kube:
         self.http = (urllib3.ProxyManager(creds.proxy, **pool) if creds.proxy  # CONNECT tunnel, as kubectl
                      else urllib3.PoolManager(**pool))
         self._count_lock = threading.Lock()
-        self.deadline: float | None = None  # time.monotonic() of the run's --timeout
+        self.deadline = deadline
         self.requests = 0
         self.by_verb: dict[str, int] = {}
 

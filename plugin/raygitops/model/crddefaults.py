@@ -7,10 +7,11 @@ when nothing changed.  Before the hook hashes a live spec (the fallback when pod
 h1 hash) it strips those known defaults from BOTH sides, so that a defaulted field never
 looks like drift (upgrading raygitops must never recreate a pod).
 
-The table is the set of ``default:`` entries of the KubeRay v1.5.0 RayCluster CRD
-(``config/crd/bases/ray.io_rayclusters.yaml``; v1.6.2 has the same), written relative to
-where they apply.
-``tests/unit/test_crddefaults.py`` checks it against the CRD file.  A value is dropped
+The table is the union of the ``default:`` entries of the KubeRay v1.1.1 to v1.7.0 RayCluster
+CRDs (``config/crd/bases/ray.io_rayclusters.yaml``), written relative to where they apply: an
+operator upgrade installs a CRD with more of them (v1.7.0 defaults a worker group's
+``priority``), and the live spec gains them at once.
+``tests/unit/test_crddefaults.py`` checks it against each CRD file.  A value is dropped
 only where it equals its default: an explicit non-default value is kept.
 """
 
@@ -65,11 +66,16 @@ GROUP_DEFAULTS: tuple[tuple[Path, Any], ...] = (
     (("minReplicas",), 0),
     (("maxReplicas",), 2147483647),
     (("headService", "spec", "ports", "[]", "protocol"), "TCP"),
+    (("headService", "status", "loadBalancer", "ingress", "[]", "ports", "[]", "protocol"), "TCP"),  # <= 1.2
+    (("priority",), 0),  # KubeRay 1.7, worker groups
 )
 
 # Relative to the RayCluster spec, outside the groups.
 CLUSTER_DEFAULTS: tuple[tuple[Path, Any], ...] = (
     *((("autoscalerOptions", *p), d) for p, d in CONTAINER_DEFAULTS if p[0] in ("env", "envFrom")),
+    # KubeRay 1.7
+    *((("historyServerOptions", "collectorOptions", *p), d) for p, d in CONTAINER_DEFAULTS if p[0] == "env"),
+    (("networkPolicy", "mode"), "DenyAll"),
     *(
         (("gcsFaultToleranceOptions", field, "valueFrom", *ref), d)
         for field in ("redisPassword", "redisUsername")

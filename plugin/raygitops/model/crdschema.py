@@ -8,11 +8,14 @@ structural schema of the CRD the operator installs, as the API server would: unk
 drops it).  Patterns, formats and CEL rules are left to the API server.
 
 The schemas are package data (``schemas/raycluster-<minor>.json.gz``), made from KubeRay's
-CRDs by ``scripts/make_crd_schemas.py`` with :func:`strip_schema`, one per minor version;
-the target version (``kuberayVersion``) picks the newest one not newer than it, no target
-version the newest one.  For a target newer than every shipped schema unknown fields are only
-warnings (its CRD may know fields no shipped schema does); wrong types, enums and missing
-required fields are errors whatever the version.
+CRDs by ``scripts/make_crd_schemas.py`` with :func:`strip_schema`, one per minor version
+(1.1 to 1.7); the target version (``kuberayVersion``) picks the newest one not newer than it,
+no target version the newest one.  What the target's schema refuses but a newer shipped one
+accepts (a field added later, a required field made optional, an enum value added) is still
+an error, which names the version that accepts it.  For a target newer than every shipped
+schema, what its operator may have added or relaxed (an unknown field, a required field
+missing, a value outside an enum) is only a warning; a wrong type is an error whatever the
+version.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from raygitops.model.convert import version_tuple
 from raygitops.errors import closest
 
 # minor version -> package data file; scripts/make_crd_schemas.py writes them
-SCHEMAS = {"1.5": "raycluster-1.5.json.gz", "1.6": "raycluster-1.6.json.gz"}
+SCHEMAS = {minor: f"raycluster-{minor}.json.gz" for minor in ("1.1", "1.2", "1.3", "1.4", "1.5", "1.6", "1.7")}
 # what the check reads of a schema; the rest (descriptions, defaults, patterns) is dropped
 KEPT = frozenset({"type", "properties", "items", "additionalProperties", "required", "enum", "nullable",
                   "default", "x-kubernetes-int-or-string", "x-kubernetes-preserve-unknown-fields"})
@@ -90,6 +93,8 @@ def _shown(value: Any) -> str:
 
 
 UNKNOWN = "unknown field"
+REQUIRED = "required field missing"
+NOT_ONE_OF = "is not one of"
 
 
 class _Node:
@@ -160,7 +165,7 @@ def _walk(value: Any, node: _Node, parts: list[Any], found: list[str]) -> None:
         found.append(f"{_where(parts)}: expected {node.expected}, got {_shown(value)}")
         return
     if node.enum is not None and value not in node.enum:
-        found.append(f"{_where(parts)}: {value!r} is not one of {', '.join(map(str, node.enum))}")
+        found.append(f"{_where(parts)}: {value!r} {NOT_ONE_OF} {', '.join(map(str, node.enum))}")
     if isinstance(value, dict):
         props, extra = node.props, node.extra
         for key, child in value.items():
@@ -181,7 +186,7 @@ def _walk(value: Any, node: _Node, parts: list[Any], found: list[str]) -> None:
                 found.append(f"{_where([*parts, key])}: {UNKNOWN}{hint}")
         for name in node.required:
             if value.get(name) is None:
-                found.append(f"{_where(parts)}.{name}: required field missing")
+                found.append(f"{_where(parts)}.{name}: {REQUIRED}")
     elif isinstance(value, list) and node.items is not None:
         items = node.items
         for index, item in enumerate(value):
@@ -200,12 +205,45 @@ class Findings:
     warnings: list[str]
 
 
+def _relaxable(problem: str) -> bool:
+    return f": {UNKNOWN}" in problem or f": {REQUIRED}" in problem or f" {NOT_ONE_OF} " in problem
+
+
+def _identity(problem: str) -> str:
+    """A problem without its hint, to find the same one under another version's schema (the
+    closest known name of an unknown field, an enum's values, differ between versions)."""
+    return problem.split(" (did you mean ")[0].split(f" {NOT_ONE_OF} ")[0]
+
+
+def _accepted_from(problem: str, spec: Any, minor: str) -> str | None:
+    """The first shipped KubeRay newer than ``minor`` whose schema does not find ``problem``."""
+    newer = [v for v in sorted(SCHEMAS, key=version_tuple) if version_tuple(v) > version_tuple(minor)]
+    for version in newer:
+        if _identity(problem) not in map(_identity, problems(spec, spec_schema(version), "spec")):
+            return version
+    return None
+
+
+def _newer(problem: str, since: str, target: str) -> str:
+    """``problem`` for a target older than the KubeRay that accepts it: which one does."""
+    advice = f"kuberayVersion is {target}: set it to your operator's version"
+    if f": {UNKNOWN}" in problem:
+        return f"{problem.split(f': {UNKNOWN}')[0]}: exists from KubeRay {since}; {advice}"
+    what = "optional" if f": {REQUIRED}" in problem else "accepted"
+    return f"{problem} ({what} from KubeRay {since}; {advice})"
+
+
 def check_spec(spec: Any, kuberay_version: str | None) -> Findings:
     minor, own = schema_version(kuberay_version)
     found = problems(spec, spec_schema(minor), "spec")
     if own:
-        return Findings(found, [])
-    unknown = [p for p in found if f": {UNKNOWN}" in p]
-    return Findings([p for p in found if p not in unknown],
-                    [f"{p}: not in the KubeRay {minor} CRD, the newest raygitops knows; KubeRay "
-                     f"{kuberay_version} may drop it" for p in unknown])
+        errors = []
+        for problem in found:
+            since = _accepted_from(problem, spec, minor) if _relaxable(problem) else None
+            errors.append(problem if since is None else _newer(problem, since, kuberay_version or minor))
+        return Findings(errors, [])
+    relaxed = [p for p in found if _relaxable(p)]
+    return Findings([p for p in found if p not in relaxed],
+                    [f"{p}: so says the KubeRay {minor} CRD, the newest raygitops knows; KubeRay "
+                     f"{kuberay_version} may {'drop it' if f': {UNKNOWN}' in p else 'accept it'}"
+                     for p in relaxed])

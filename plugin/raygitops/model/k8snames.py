@@ -253,8 +253,10 @@ def _ray_pod_templates(spec: Any, where: str) -> list[tuple[str, Any]]:
 
 
 # Where KubeRay kinds hold a RayCluster spec, whose pod template metadata KubeRay copies onto
-# the pods it creates: the API server refuses those pods, far from the manifest.
-RAY_CLUSTER_SPECS = {"RayCluster": "spec", "RayJob": "spec.rayClusterSpec", "RayService": "spec.rayClusterConfig"}
+# the pods it creates: the API server refuses those pods, far from the manifest.  A RayCronJob
+# (KubeRay 1.7) holds a RayJob spec as its jobTemplate, and that one the cluster's.
+RAY_CLUSTER_SPECS = {"RayCluster": "spec", "RayJob": "spec.rayClusterSpec", "RayService": "spec.rayClusterConfig",
+                     "RayCronJob": "spec.jobTemplate.rayClusterSpec"}
 
 
 def object_problem(group: str, kind: str, obj: dict[str, Any]) -> str | None:

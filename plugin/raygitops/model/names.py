@@ -38,7 +38,7 @@ CLUSTER_LABEL = "ray.io/cluster"  # on every pod of a RayCluster
 GROUP_LABEL = "ray.io/group"
 NODE_TYPE_LABEL = "ray.io/node-type"
 HEAD_GROUP = "headgroup"  # the head's ray.io/group on operators without ray.io/node-type
-ORIGIN_LABEL = "ray.io/originated-from-crd"  # a cluster a RayJob or RayService made
+ORIGIN_LABEL = "ray.io/originated-from-crd"  # a cluster a RayJob or RayService (or RayCronJob) made
 NATIVE_HASH_ANNOTATION = "ray.io/upgrade-strategy-recreate-hash"  # KubeRay >= 1.6, on the head pod
 KUBERAY_VERSION_ANNOTATION = "ray.io/kuberay-version"  # KubeRay >= 1.6, on pods
 

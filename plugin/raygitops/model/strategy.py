@@ -9,6 +9,7 @@ import re
 from typing import Any, Iterable
 
 from raygitops.errors import RaygitopsError, closest, printable
+from raygitops.model.k8snames import RAY_CLUSTER_SPECS
 from raygitops.model.objmeta import annotations, labels, meta, set_annotation
 from raygitops.model.names import (
     HOOK_OWNED_ANNOTATIONS,
@@ -25,10 +26,10 @@ STRATEGIES = (RECREATE, NONE)  # the values of KubeRay's own spec.upgradeStrateg
 ANNOTATION_STRATEGIES = (RECREATE, REPLACE_GROUPS, NONE)
 OPTED_IN = (RECREATE, REPLACE_GROUPS)  # the hook acts on the cluster
 DEFAULT_MAX_UNAVAILABLE = "100%"
-OWNER_KINDS = ("RayJob", "RayService")
-# Where RayJob and RayService embed a RayCluster spec.
-EMBEDDED_SPEC = {"RayJob": "rayClusterSpec", "RayService": "rayClusterConfig"}
-
+# Where RayJob, RayService and RayCronJob embed a RayCluster spec, under their spec (dotted):
+# the kinds whose clusters KubeRay makes and recreates itself, never raygitops.
+EMBEDDED_SPEC = {kind: path.removeprefix("spec.") for kind, path in RAY_CLUSTER_SPECS.items() if kind != "RayCluster"}
+OWNER_KINDS = tuple(EMBEDDED_SPEC)
 
 
 def _spec_strategy(spec: Any) -> str | None:
@@ -194,7 +195,8 @@ def move_strategy_to_annotation(obj: dict[str, Any], strategy: str) -> None:
 
 
 def cluster_owner(obj: dict[str, Any]) -> str | None:
-    """``Kind/name`` of the RayJob or RayService owning a RayCluster manifest, if any."""
+    """``Kind/name`` of the RayJob, RayService or RayCronJob owning a RayCluster manifest, if
+    any."""
     refs = meta(obj).get("ownerReferences")
     for ref in refs if isinstance(refs, list) else []:  # a malformed one is refused by object_problem
         if isinstance(ref, dict) and ref.get("kind") in OWNER_KINDS:
@@ -206,14 +208,15 @@ def cluster_owner(obj: dict[str, Any]) -> str | None:
 
 
 def check_embedded_opt_in(obj: dict[str, Any]) -> None:
-    """Opt-in inside a RayJob or RayService is an error: their clusters are the owner's to
-    manage (a RayJob suspend deletes its cluster; KubeRay rejects the field there)."""
+    """Opt-in inside a RayJob, RayService or RayCronJob is an error: their clusters are the
+    owner's to manage (a RayJob suspend deletes its cluster; KubeRay rejects the field there)."""
     kind = obj.get("kind")
-    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
-    embedded = spec.get(EMBEDDED_SPEC[kind]) if kind in EMBEDDED_SPEC else None
+    embedded: Any = obj.get("spec")
+    for key in EMBEDDED_SPEC[kind].split(".") if kind in EMBEDDED_SPEC else ():
+        embedded = embedded.get(key) if isinstance(embedded, dict) else None
     why = (
-        f"{kind} clusters are recreated by the {kind} itself; raygitops only recreates "
-        "standalone RayClusters"
+        f"{kind} clusters are made and recreated by KubeRay through the {kind}; raygitops only "
+        "recreates standalone RayClusters"
     )
     opt_in = annotations(obj).get(STRATEGY_ANNOTATION)
     if opt_in in OPTED_IN:

@@ -10,15 +10,17 @@ touched, picked up by the next sync.
 from __future__ import annotations
 
 import threading
-import time
+
+from raygitops.clock import SYSTEM, Clock
 
 FLOOR_SECONDS = 30.0
 MARGIN = 1.25
 
 
 class Budget:
-    def __init__(self, deadline: float, timeout: float):
-        self.deadline = deadline  # time.monotonic()
+    def __init__(self, deadline: float, timeout: float, clock: Clock = SYSTEM):
+        self.deadline = deadline  # clock.monotonic()
+        self.clock = clock
         self.floor = min(FLOOR_SECONDS, timeout / 2)
         self._longest: float | None = None
         self._lock = threading.Lock()
@@ -35,7 +37,7 @@ class Budget:
 
     def shortfall(self) -> str | None:
         """Why a cycle must not start now; None when the rest of the budget covers one."""
-        left, need = self.deadline - time.monotonic(), self.estimate()
+        left, need = self.deadline - self.clock.monotonic(), self.estimate()
         if left >= need:
             return None
         basis = "the longest cycle of this run" if self._longest is not None else "the floor before the first cycle"

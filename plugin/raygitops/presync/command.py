@@ -92,7 +92,7 @@ def presync(plan_paths: tuple[str, ...], secrets_paths: tuple[str, ...], kubecon
              f"{sum(len(p.clusters) for p in plans)} clusters in {', '.join(namespaces)}",
              timeout=opts.timeout, drainGrace=opts.drain_grace, maxParallel=opts.max_parallel,
              waitReady=opts.wait_ready)
-    kube = Kube(load_credentials(kubeconfig, context), pool_size=opts.max_parallel * 2 + 4)
+    kube = Kube(load_credentials(kubeconfig, context), pool_size=opts.max_parallel * 2 + 4, deadline=opts.deadline)
     stop_on_signals(opts.stop)
     try:
         report = run(kube, plans, opts, log)

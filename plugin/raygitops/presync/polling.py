@@ -18,3 +18,13 @@ def delays(first: float, cap: float, total: float = math.inf) -> Iterator[float]
         yield delay
         spent += delay
         delay = min(delay * 2, cap)
+
+
+WAIT_FIRST_SECONDS = 0.1  # the first sleep: new pods are often Ready, a batch replaced, within it
+WAIT_CAP_SECONDS = 1.0  # the longest sleep between two reads while waiting for pods
+
+
+def waiting() -> Iterator[float]:
+    """Sleeps while waiting for pods (readiness, a replaced batch): from
+    :data:`WAIT_FIRST_SECONDS` up to :data:`WAIT_CAP_SECONDS`; restarted whenever something moved."""
+    return delays(WAIT_FIRST_SECONDS, WAIT_CAP_SECONDS)

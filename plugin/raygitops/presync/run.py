@@ -11,20 +11,20 @@ other cluster still gets its turn; the exit status says so at the end.
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops.model import configrefs, objmeta
-from raygitops.model.plan import ClusterPlan, Plan
-from raygitops.presync import cycle, patches
-from raygitops.model import drift
+from raygitops.clock import SYSTEM, Clock
+from raygitops.kube import retry
+from raygitops.kube.client import ApiError
+from raygitops.model import configrefs, names, objmeta, pods, verdict
 from raygitops.model import lock as locks
+from raygitops.model.plan import ClusterPlan, Plan
+from raygitops.presync import cycle, patches, polling
 from raygitops.presync.budget import Budget
-from raygitops.kube.client import ApiError, Conflict
+from raygitops.presync.context import Context, Options, Outcome
 from raygitops.presync.logs import RUN, Log
-from raygitops.model import names
 
 
 @dataclass
@@ -36,12 +36,22 @@ class RunOptions:
     dry_run: bool = False
     lease_seconds: int = locks.DEFAULT_LEASE_SECONDS
     stop: threading.Event = field(default_factory=threading.Event)  # set by SIGTERM/SIGINT
+    clock: Clock = SYSTEM
+    started: float = field(init=False)  # clock.monotonic() when the run's --timeout began
+
+    def __post_init__(self) -> None:
+        self.started = self.clock.monotonic()
+
+    @property
+    def deadline(self) -> float:
+        """The ``clock.monotonic()`` instant by which the run ends (the API client's too)."""
+        return self.started + self.timeout
 
 
 @dataclass
 class Report:
-    decisions: list[drift.Decision] = field(default_factory=list)
-    outcomes: dict[str, cycle.Outcome] = field(default_factory=dict)
+    decisions: list[verdict.Verdict] = field(default_factory=list)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
     dry_run: bool = False
     seconds: float = 0.0
     requests: int = 0
@@ -77,11 +87,11 @@ class Report:
         prefix = "dry run: " if self.dry_run else ""
         return f"{prefix}{', '.join(parts)} ({self.requests} API requests, {self.seconds:.2f}s)"
 
-    def _result(self, d: drift.Decision) -> str:
+    def _result(self, d: verdict.Verdict) -> str:
         o = self.outcomes.get(d.key)
         return o.result if o else {
-            drift.SKIP: cycle.SKIPPED, drift.IN_SYNC: cycle.IN_SYNC, drift.RELEASE: cycle.SKIPPED,
-            drift.VERIFY: cycle.IN_SYNC, drift.FAIL: cycle.FAILED,
+            verdict.SKIP: cycle.SKIPPED, verdict.IN_SYNC: cycle.IN_SYNC, verdict.RELEASE: cycle.SKIPPED,
+            verdict.VERIFY: cycle.IN_SYNC, verdict.FAIL: cycle.FAILED,
         }.get(d.action, "wouldRecreate" if self.dry_run else cycle.FAILED)
 
     def failure_reason(self) -> str:
@@ -120,36 +130,35 @@ class Report:
         }
 
 
-def decide_namespace(kube: Any, plan: Plan, log: Log) -> list[drift.Decision]:
+def decide_namespace(kube: Any, plan: Plan, log: Log) -> list[verdict.Verdict]:
     """Two LIST calls for the whole namespace, then a pure decision per cluster.  Whatever
     fails here fails the clusters it concerns (the namespace's, or one), never the run."""
     ns = plan.namespace
     try:
         live = {objmeta.meta(c).get("name"): c for c in kube.list_clusters(ns)}
-        pods, _ = kube.list_pods(ns, names.CLUSTER_LABEL)
+        pod_list, _ = kube.list_pods(ns, names.CLUSTER_LABEL)
     except ApiError as err:
         if err.status == 401:
             raise  # the credentials, not this namespace: nothing else can work either
-        return [_failed(log, drift.Decision(ns, e.name, drift.FAIL, f"cannot read namespace {ns}: {err}"))
+        return [_failed(log, verdict.Verdict(ns, e.name, verdict.FAIL, f"cannot read namespace {ns}: {err}"))
                 for e in plan.clusters]
-    by_cluster = drift.pods_by_cluster(pods)
+    by_cluster = pods.by_cluster(pod_list)
     crd_knows, probe_problem = _native_probe(kube, ns, [e.name for e in plan.clusters if e.native and e.name in live])
     decisions = []
     for entry in plan.clusters:
-        cluster_pods = by_cluster.get(entry.name, [])
+        cluster, cluster_pods = live.get(entry.name), by_cluster.get(entry.name, [])
         try:
-            d = drift.decide(ns, entry, live.get(entry.name), cluster_pods)
+            d = verdict.decide(ns, entry, cluster, cluster_pods)
         except Exception as err:  # noqa: BLE001 - one unexpected live object fails one cluster
-            d = drift.Decision(ns, entry.name, drift.FAIL, f"cannot evaluate: {type(err).__name__}: {err}")
-        if d.action == drift.FAIL:
+            d = verdict.Verdict(ns, entry.name, verdict.FAIL, f"cannot evaluate: {type(err).__name__}: {err}")
+        if d.action == verdict.FAIL:
             _failed(log, d)
         else:
-            level = "warn" if (d.action == drift.SKIP and "owned by" in d.reason) or d.outside_git else "info"
-            log.emit(level, d.key, "decide", f"{d.action}: {d.reason}", pods=d.pods)
+            level = "warn" if (d.action == verdict.SKIP and "owned by" in d.reason) or d.outside_git else "info"
+            log.emit(level, d.key, "decide", f"{d.action}: {d.reason}", pods=d.pods.min)
             if probe_problem and entry.native:
                 d.warnings.append(probe_problem)
-            d.warnings += drift.native_warnings(entry, live.get(entry.name), cluster_pods, crd_knows,
-                                                recreating=d.action == drift.RECREATE_ACTION)
+            d.warnings += verdict.native_warnings(entry, d, cluster, cluster_pods, crd_knows)
             for warning in d.warnings:
                 log.warn(d.key, "native", warning)
         decisions.append(d)
@@ -169,78 +178,82 @@ def _native_probe(kube: Any, ns: str, names: list[str]) -> tuple[bool | None, st
         return None, f"could not check whether the RayCluster CRD knows spec.upgradeStrategy: {err}"
 
 
-def _failed(log: Log, d: drift.Decision) -> drift.Decision:
+def _failed(log: Log, d: verdict.Verdict) -> verdict.Verdict:
     log.error(d.key, "decide", f"failed: {d.reason}")
     return d
 
 
-def verify(kube: Any, plan: ClusterPlan, d: drift.Decision, opts: RunOptions, deadline: float,
-           log: Log) -> cycle.Outcome:
+def verify(kube: Any, plan: ClusterPlan, d: verdict.Verdict, opts: RunOptions, log: Log) -> Outcome:
     """A cluster whose pods run the desired template after a recreate that was not seen ready:
     in sync only once it is ready now (then the record says Completed); without
     ``--wait-ready`` it says that readiness was not checked."""
     ns, key = d.namespace, d.key
     if not opts.wait_ready:
-        return cycle.Outcome(ns, d.name, cycle.IN_SYNC, d.reason.split(":")[0] + "; readiness not checked "
-                             "(--no-wait-ready)")
-    last = ""
-    while True:
+        return Outcome(ns, d.name, cycle.IN_SYNC, d.reason.split(":")[0] + "; readiness not checked (--no-wait-ready)")
+
+    def look() -> tuple[bool, str] | None:
+        """Read, judge, and record Completed when ready (all again on a 409); None: deleted."""
         live = kube.get_cluster(ns, d.name)
         if live is None:
-            return cycle.Outcome(ns, d.name, cycle.SKIPPED, "the RayCluster was deleted")
-        pods, _ = kube.list_pods(ns, f"{names.CLUSTER_LABEL}={d.name}")
-        ok, message = drift.pods_ready_for(plan, live, pods)
+            return None
+        pod_list, _ = kube.list_pods(ns, f"{names.CLUSTER_LABEL}={d.name}")
+        ok, message = verdict.ready_for(plan, live, pod_list)
         if ok:
-            record = drift.last_recreate(live) or {}
+            record = verdict.last_recreate(objmeta.annotations(live)) or {}
             record["outcome"] = locks.COMPLETED
-            patch = {"metadata": {"resourceVersion": objmeta.meta(live).get("resourceVersion"),
-                                  "annotations": patches.record_annotations(locks.json_record(record))}}
-            try:
-                kube.patch_cluster(ns, d.name, patch)
-            except Conflict:
-                continue
+            kube.patch_cluster(ns, d.name, {"metadata": {
+                "resourceVersion": objmeta.meta(live).get("resourceVersion"),
+                "annotations": patches.record_annotations(locks.json_record(record))}})
+        return ok, message
+
+    last = ""
+    while True:
+        seen = retry.on_conflict(look, "recording the verified recreate")
+        if seen is None:
+            return Outcome(ns, d.name, cycle.SKIPPED, "the RayCluster was deleted")
+        ok, message = seen
+        if ok:
             log.info(key, "verify", f"ready now: {message}")
-            return cycle.Outcome(ns, d.name, cycle.IN_SYNC, f"verified ready ({message}) after a recreate that "
-                                 "had not been")
+            return Outcome(ns, d.name, cycle.IN_SYNC, f"verified ready ({message}) after a recreate that had not been")
         if message != last:
             log.info(key, "verify", f"waiting: {message}")
             last = message
-        if time.monotonic() >= deadline or opts.stop.is_set():
+        if opts.clock.monotonic() >= opts.deadline or opts.stop.is_set():
             why = "interrupted" if opts.stop.is_set() else "timed out"
-            return cycle.Outcome(ns, d.name, cycle.FAILED, f"{why} waiting for the recreated cluster to be "
-                                 f"ready ({message}); the recreate to this target is still unverified")
-        opts.stop.wait(cycle.POLL_SECONDS)
+            return Outcome(ns, d.name, cycle.FAILED, f"{why} waiting for the recreated cluster to be "
+                           f"ready ({message}); the recreate to this target is still unverified")
+        opts.clock.wait(polling.WAIT_CAP_SECONDS, opts.stop)
 
 
-def release(kube: Any, ns: str, name: str, resume: bool, log: Log) -> cycle.Outcome:
+def release(kube: Any, ns: str, name: str, resume: bool, log: Log) -> Outcome:
     """Drop a raygitops lock without a recreate: the cluster does not opt in (any more), or is
     desired suspended.  With ``resume``, a cluster an earlier raygitops run suspended (lock
     past phase ``locked``) is resumed as it is: ``spec.suspend: false`` and nothing else in
     the same write; no pod is deleted."""
     key = f"{ns}/{name}"
-    for _ in range(cycle.MAX_CONFLICTS):
+
+    def write() -> Outcome:
         live = kube.get_cluster(ns, name)
         text = objmeta.annotations(live).get(names.LOCK_ANNOTATION) if live else None
         if text is None:
-            return cycle.Outcome(ns, name, cycle.SKIPPED, "no raygitops lock left")
+            return Outcome(ns, name, cycle.SKIPPED, "no raygitops lock left")
         lock = locks.parse(text)
         wake = resume and (live.get("spec") or {}).get("suspend") is True and (lock is None or lock.phase != locks.LOCKED)
-        patch = patches.wake_patch(live, None) if wake else patches.unlock_patch(live, None)
-        try:
-            kube.patch_cluster(ns, name, patch)
-        except Conflict:
-            continue
+        kube.patch_cluster(ns, name, patches.wake_patch(live, None) if wake else patches.unlock_patch(live, None))
         message = "raygitops lock dropped" + (
             "; the cluster an earlier raygitops run suspended is resumed as it is" if wake
             else "; the cluster stays suspended as desired" if not resume else "") + "; no pod deleted"
         log.warn(key, "unlock", message, holder=lock.holder if lock else "unreadable",
                  phase=lock.phase if lock else None)
-        return cycle.Outcome(ns, name, cycle.SKIPPED, message)
-    raise cycle.CycleError("gave up dropping the lock after repeated write conflicts")
+        return Outcome(ns, name, cycle.SKIPPED, message)
+
+    return retry.on_conflict(write, "dropping the lock")
 
 
 def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
-    start = time.monotonic()
+    """Decide for every cluster of the plans, then run the cycles, ``opts.max_parallel`` at a
+    time. The API client is bounded by ``opts.deadline`` too (it is made with it)."""
+    start = opts.clock.monotonic()
     report = Report(dry_run=opts.dry_run)
     by_key = {}
     contents: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
@@ -250,42 +263,41 @@ def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
             by_key[f"{plan.namespace}/{entry.name}"] = entry
         report.decisions.extend(decide_namespace(kube, plan, log))
 
-    todo = [d for d in report.decisions if d.action in (*drift.CYCLE_ACTIONS, drift.RELEASE, drift.VERIFY)]
+    todo = [d for d in report.decisions if d.action in (*verdict.CYCLES, verdict.RELEASE, verdict.VERIFY)]
     if opts.dry_run:
         for d in todo:
-            what = {drift.RELEASE: "drop the lock", drift.VERIFY: "wait for readiness",
-                    drift.REPLACE_ACTION: "replace worker groups"}.get(d.action, "recreate")
-            log.info(d.key, "dry-run", f"would {what}: {d.reason}", pods=d.pods)
+            what = {verdict.RELEASE: "drop the lock", verdict.VERIFY: "wait for readiness",
+                    verdict.REPLACE: "replace worker groups"}.get(d.action, "recreate")
+            log.info(d.key, "dry-run", f"would {what}: {d.reason}", pods=d.pods.min)
     elif todo:
         holder = locks.new_holder()
-        deadline = start + opts.timeout
-        kube.deadline = deadline  # no single API call outlives --timeout
-        copts = cycle.Options(deadline=deadline, drain_grace=opts.drain_grace,
-                              wait_ready=opts.wait_ready, lease_seconds=opts.lease_seconds,
-                              resume_reserve=min(15.0, opts.timeout / 10), stop=opts.stop,
-                              budget=Budget(deadline, opts.timeout))
+        copts = Options(deadline=opts.deadline, drain_grace=opts.drain_grace,
+                        wait_ready=opts.wait_ready, lease_seconds=opts.lease_seconds,
+                        resume_reserve=min(15.0, opts.timeout / 10), stop=opts.stop,
+                        budget=Budget(opts.deadline, opts.timeout, opts.clock))
         log.info(RUN, "start", f"{len(todo)} clusters to recreate, up to {opts.max_parallel} at a time",
                  holder=holder)
 
-        def one(d: drift.Decision) -> cycle.Outcome:
+        def one(d: verdict.Verdict) -> Outcome:
             if opts.stop.is_set():
-                return cycle.Outcome(d.namespace, d.name, cycle.DEFERRED,
-                                     "not started: interrupted (SIGTERM/SIGINT) before its turn; not touched")
+                return Outcome(d.namespace, d.name, cycle.DEFERRED,
+                               "not started: interrupted (SIGTERM/SIGINT) before its turn; not touched")
             try:
-                if d.action == drift.RELEASE:
+                if d.action == verdict.RELEASE:
                     return release(kube, d.namespace, d.name, not by_key[d.key].suspend, log)
-                if d.action == drift.VERIFY:
-                    return verify(kube, by_key[d.key], d, opts, deadline, log)
-                return cycle.Cycle(kube, log, d.namespace, by_key[d.key], d, copts, holder,
-                                   config=contents[d.namespace]).run()
+                if d.action == verdict.VERIFY:
+                    return verify(kube, by_key[d.key], d, opts, log)
+                context = Context(kube, log, d.namespace, by_key[d.key], copts, holder, opts.clock,
+                                  contents[d.namespace])
+                return cycle.run(context, d)
             except Exception as err:  # noqa: BLE001 - one cluster's bug must not hide the others
                 log.error(d.key, "failed", f"{type(err).__name__}: {err}")
-                return cycle.Outcome(d.namespace, d.name, cycle.FAILED, f"{type(err).__name__}: {err}")
+                return Outcome(d.namespace, d.name, cycle.FAILED, f"{type(err).__name__}: {err}")
 
         with ThreadPoolExecutor(max_workers=max(1, opts.max_parallel), thread_name_prefix="cycle") as pool:
             for outcome in pool.map(one, todo):
                 report.outcomes[f"{outcome.namespace}/{outcome.name}"] = outcome
-    report.seconds = time.monotonic() - start
+    report.seconds = opts.clock.monotonic() - start
     report.requests = getattr(kube, "requests", 0)
     report.requests_by_verb = dict(getattr(kube, "by_verb", {}))
     return report

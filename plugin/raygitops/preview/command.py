@@ -18,6 +18,7 @@ import click
 from raygitops.cli.failures import guarded
 from raygitops.cli.options import app_path, values_option
 from raygitops.errors import RaygitopsError
+from raygitops.model import operators
 
 EXIT_RECREATE = 3
 # --fail-on names: the impact classes but "unchanged"; "recreate" covers KubeRay's native one
@@ -96,6 +97,9 @@ def diff(base: str, head: str, path: str, values: tuple[str, ...], fmt: str, exi
                                             two_tip=two_tip)
         report = classify(base_side.result, head_side.result)
         report.notes.extend(base_side.notes + head_side.notes)
+        report.notes.extend(operators.upgrade_notes(*(s.result.settings.kuberay_version
+                                                      if s.result and s.result.settings else None
+                                                      for s in (base_side, head_side))))
         return report, base_side.side, head_side.side
 
     apps = discover(base, head, path, app_globs)

@@ -23,14 +23,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from raygitops.model import configrefs, native
+from raygitops.model import configrefs, pods, verdict
 from raygitops.model.hashing import GroupHashes
+from raygitops.model.names import HOOK_LABEL, NATIVE_HASH_ANNOTATION
+from raygitops.model.objmeta import annotations
+from raygitops.model.pods import PodCount, pods_of
 from raygitops.preview.changes import DEFAULT_MASKING, FieldChange, Masking, field_changes
-from raygitops.model.replace import replacement, replacement_words
 from raygitops.render.renderer import RenderedCluster, RenderResult, is_raycluster
 from raygitops.model.strategy import REPLACE_GROUPS, opted_in
-from raygitops.model import names
-from raygitops.model.names import HOOK_LABEL
 
 RECREATE_CLASS = "recreate"
 REPLACE_CLASS = "replace"
@@ -43,34 +43,6 @@ UNCHANGED = "unchanged"
 # Report order: what needs attention first.
 CLASSES = (RECREATE_CLASS, REPLACE_CLASS, NATIVE_CLASS, STALE, DELETE, CREATE, IN_PLACE, UNCHANGED)
 
-# KubeRay defaults (ray-operator apis/ray/v1 raycluster_types.go).
-DEFAULT_MAX_REPLICAS = 2147483647
-
-
-@dataclass(frozen=True)
-class PodCount:
-    """A number of pods, or a range when the autoscaler decides (``max`` None: unbounded)."""
-
-    min: int = 0
-    max: int | None = 0
-
-    def __add__(self, other: "PodCount") -> "PodCount":
-        top = None if self.max is None or other.max is None else self.max + other.max
-        return PodCount(self.min + other.min, top)
-
-    @property
-    def is_zero(self) -> bool:
-        return self.min == 0 and self.max == 0
-
-    def __str__(self) -> str:
-        if self.max is None:
-            return f"{self.min}+"
-        if self.min == self.max:
-            return str(self.min)
-        return f"{self.min}–{self.max}"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"min": self.min, "max": self.max}
 
 
 @dataclass(frozen=True)
@@ -209,61 +181,6 @@ class Report:
 
 
 # ---------------------------------------------------------------------------------------------
-# Pods
-
-
-def _int(value: Any, default: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        return default
-    return max(value, 0)
-
-
-def group_pods(group: dict[str, Any], autoscaling: bool) -> PodCount:
-    """Pods of one worker group: replicas × numOfHosts, or minReplicas..maxReplicas ×
-    numOfHosts when the autoscaler decides; a suspended group has none."""
-    if group.get("suspend") is True:
-        return PodCount(0, 0)
-    hosts = _int(group.get("numOfHosts"), 1) or 1
-    low = _int(group.get("minReplicas"), 0)
-    high_raw = group.get("maxReplicas")
-    high = _int(high_raw, DEFAULT_MAX_REPLICAS)
-    if autoscaling:
-        top = None if high_raw is None or high >= DEFAULT_MAX_REPLICAS else high * hosts
-        return PodCount(low * hosts, top)
-    replicas = _int(group.get("replicas"), 0)
-    replicas = max(low, min(replicas, high)) if high >= low else replicas  # KubeRay clamps
-    return PodCount(replicas * hosts, replicas * hosts)
-
-
-def _autoscaling(spec: dict[str, Any]) -> bool:
-    return spec.get("enableInTreeAutoscaling") is True
-
-
-def _workers(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {g["groupName"]: g for g in spec.get("workerGroupSpecs") or []}
-
-
-def _group_template(spec: dict[str, Any], group: str) -> Any:
-    """The pod template of group ``group`` ("head", "worker:<name>"); None when absent."""
-    holder = spec.get("headGroupSpec") if group == "head" else _workers(spec).get(group.partition(":")[2])
-    return holder.get("template") if isinstance(holder, dict) else None
-
-
-def pods_of(spec: dict[str, Any], groups: Iterable[str] | None = None) -> PodCount:
-    """Pods of the given groups ("head", "worker:<name>"; all when None)."""
-    if spec.get("suspend") is True:
-        return PodCount(0, 0)
-    autoscaling = _autoscaling(spec)
-    workers = _workers(spec)
-    wanted = set(groups) if groups is not None else {"head"} | {f"worker:{n}" for n in workers}
-    total = PodCount(1, 1) if "head" in wanted else PodCount()
-    for name, group in workers.items():
-        if f"worker:{name}" in wanted:
-            total = total + group_pods(group, autoscaling)
-    return total
-
-
-# ---------------------------------------------------------------------------------------------
 # Matching
 
 
@@ -348,102 +265,102 @@ def _verb_groups(groups: list[GroupChange]) -> str:
     return ", ".join(names)
 
 
-def _replacement(plan: Any, changed: list[GroupChange], removed: list[GroupChange],
-                 spec: dict[str, Any]) -> dict[str, Any]:
-    """What a ReplaceGroups sync does, per group (the JSON report's ``replace``)."""
-    touched = {g.label for g in changed + removed}
-    return replacement(plan,
-                       {g.label: g.pods.to_json() for g in changed}, {g.label: g.pods.to_json() for g in removed},
-                       [n for n in _workers(spec) if n not in touched])
+def _group_template(spec: dict[str, Any], group: str) -> Any:
+    """The pod template of group ``group`` ("head", "worker:<name>"); None when absent."""
+    holder = spec.get("headGroupSpec") if group == "head" else pods.worker_groups(spec).get(group.partition(":")[2])
+    return holder.get("template") if isinstance(holder, dict) else None
 
 
 def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
                    head_obj: dict, masking: Masking = DEFAULT_MASKING) -> ClusterImpact:
+    """One cluster on both sides: what the next sync does to it once base has been synced
+    (the verdict on base as it runs, against head's plan), worded for the preview."""
     plan_b, plan_h = base.plan, head.plan
-    autoscaling = _autoscaling(head.spec)
     impact = ClusterImpact(
         namespace=head.namespace, name=head.name, klass=UNCHANGED, reason="",
         strategy_base=plan_b.strategy, strategy_head=plan_h.strategy, owner=plan_h.owner,
-        suspend_base=plan_b.suspend, suspend_head=plan_h.suspend, autoscaling=autoscaling,
+        suspend_base=plan_b.suspend, suspend_head=plan_h.suspend, autoscaling=pods.autoscaling(head.spec),
         pods=PodCount(), pods_total=pods_of(head.spec),
         source_base=base.source, source_head=head.source,
     )
     if base_obj == head_obj and plan_b.strategy == plan_h.strategy:
         impact.reason = "no change"
         return impact
-    impact.groups = _group_changes(base, head)
-    changed = impact.hashed_groups
+    seen = verdict.observe_render(base.spec, plan_b, annotations(base_obj))
+    v = verdict.judge(head.namespace, plan_h, seen)
+    # a group whose hash moved only by its rules (hash.ignore) runs what it should: not listed
+    impact.groups = [g for g in _group_changes(base, head) if g.change != "changed" or g.group in v.drift]
     if base_obj != head_obj:
         impact.changes = _mark_same_value(field_changes(base_obj, head_obj, masking=masking, rules=plan_h.rules),
                                           plan_b.hashes,
                                           plan_h.hashes)
-    removed = [g for g in impact.groups if g.change == "removed"]
+    changed = impact.hashed_groups
+    removed = [g for g in impact.groups if g.change == "removed" and g.group in v.drift]
     added = [g for g in impact.groups if g.change == "added"]
-    what_changed = _what_changed(changed)
-    if (changed or removed) and plan_h.suspend:
+    drifted = changed + removed
+    # pods that run an old template: changed groups as head scales them, removed ones as they run
+    stale_pods = pods_of(head.spec, [g.group for g in changed]) + pods.total(g.pods for g in removed)
+    what = _what_drifted(changed, removed, article="")
+    if drifted and plan_h.suspend:
         # The hook leaves a cluster whose desired spec is suspended alone; KubeRay deletes
         # its pods and creates them from the new template on resume.
         impact.klass = IN_PLACE
-        impact.reason = (f"template of {_verb_groups(changed + removed)} changed, but the "
+        impact.reason = (f"template of {_verb_groups(drifted)} changed, but the "
                          "desired spec is suspended: no pod is recreated now (KubeRay creates "
                          "the pods from the new template when the cluster resumes)")
-    elif changed and plan_h.owner:
-        impact.klass = STALE
-        impact.pods = pods_of(head.spec, [g.group for g in changed])
-        kind = plan_h.owner.split("/")[0]
-        impact.reason = (f"{what_changed} changed, but the cluster is owned by "
-                         f"{plan_h.owner}: raygitops never recreates it (the {kind} "
-                         "manages its clusters); running pods keep the old template")
-    elif (changed or removed) and plan_h.strategy == REPLACE_GROUPS and not plan_h.owner \
-            and all(g.group != "head" for g in changed):
+    elif v.action == verdict.REPLACE:
         # only worker groups: the hook replaces their pods, the head and the rest stay
-        impact.klass = REPLACE_CLASS
-        impact.pods = PodCount()
-        for g in changed + removed:
-            impact.pods = impact.pods + g.pods
-        impact.replacement = _replacement(plan_h, changed, removed, head.spec)
-        impact.reason = f"opted in (ReplaceGroups): {replacement_words(impact.replacement)}"
+        impact.klass, impact.pods = REPLACE_CLASS, stale_pods
+        impact.replacement = verdict.replacement(plan_h, v.drift, {g.group: pods_of(head.spec, [g.group])
+                                                                    for g in changed})
+        impact.reason = f"opted in (ReplaceGroups): {verdict.replacement_words(impact.replacement)}"
         if any(g.config for g in changed):
-            impact.reason += f" (the {what_changed} changed)"
-    elif (changed or removed) and opted_in(plan_h.strategy) and not plan_h.owner:
+            impact.reason += f" (the {_what_changed(changed)} changed)"
+    elif v.action == verdict.RECREATE and drifted:
         impact.klass = RECREATE_CLASS
-        impact.pods = impact.pods_total
-        for g in removed:  # deleted with the rest, not created again
-            impact.pods = impact.pods + g.pods
-        what = []
-        if changed:
-            what.append(f"the {what_changed} changed")
-        if removed:
-            what.append(f"worker group {_verb_groups(removed)} was removed (its pods count "
-                        "as drift)")
-        impact.reason = (f"opted in ({plan_h.strategy}) and {' and '.join(what)}: every pod is deleted "
+        impact.pods = impact.pods_total + pods.total(g.pods for g in removed)  # those are deleted, not made again
+        impact.reason = (f"opted in ({plan_h.strategy}) and {_what_drifted(changed, removed)}: every pod is deleted "
                          "and created again" + (" (ReplaceGroups takes the full cycle when the head changes)"
                                                 if plan_h.strategy == REPLACE_GROUPS else ""))
-    elif plan_h.native and native.spec_hash_changes(base.spec, head.spec):
+    elif verdict.native_recreates(plan_h, v, seen, head.spec):
         impact.klass = NATIVE_CLASS
         impact.pods = impact.pods_total
         impact.reason = ("spec.upgradeStrategy: Recreate and the KubeRay operator's own spec "
                          "hash changed: KubeRay deletes every pod when the sync applies the new "
                          "spec (after the sync; the PreSync hook does not gate it)")
-    elif changed:
-        impact.klass = STALE
-        impact.pods = pods_of(head.spec, [g.group for g in changed])
-        impact.reason = (f"{what_changed} changed, but the cluster is not opted in: "
+    elif drifted and v.owner:
+        impact.klass, impact.pods = STALE, stale_pods
+        kind = v.owner.split("/")[0]
+        impact.reason = (f"{what}, but the cluster is owned by {v.owner}: raygitops never recreates it "
+                         f"(the {kind} manages its clusters); running pods keep the old template")
+    elif drifted:
+        impact.klass, impact.pods = STALE, stale_pods
+        impact.reason = (f"{what}, but the cluster is not opted in: "
                          "running pods keep the old template (opt in with annotation "
                          "raygitops.dev/upgrade-strategy: Recreate)")
     else:
         impact.klass = IN_PLACE
-        what = []
+        parts = []
         if added:
-            what.append(f"worker group {_verb_groups(added)} added (KubeRay creates its pods)")
-        if removed:
-            what.append(f"worker group {_verb_groups(removed)} removed (raygitops leaves its "
-                        "pods to the operator)")
-        if not what:
-            what.append("only fields outside the template hash changed")
-        impact.reason = "; ".join(what) + ": no pod is recreated"
+            parts.append(f"worker group {_verb_groups(added)} added (KubeRay creates its pods)")
+        gone = [g for g in impact.groups if g.change == "removed"]
+        if gone:
+            parts.append(f"worker group {_verb_groups(gone)} removed (it has no pods)")
+        if not parts:
+            parts.append("only fields outside the template hash changed")
+        impact.reason = "; ".join(parts) + ": no pod is recreated"
     _notes(impact, plan_b, plan_h)
     return impact
+
+
+def _what_drifted(changed: list[GroupChange], removed: list[GroupChange], article: str = "the ") -> str:
+    """``the template of a changed and worker group b was removed (its pods count as drift)``."""
+    what = []
+    if changed:
+        what.append(f"{article}{_what_changed(changed)} changed")
+    if removed:
+        what.append(f"worker group {_verb_groups(removed)} was removed (its pods count as drift)")
+    return " and ".join(what)
 
 
 def _notes(impact: ClusterImpact, plan_b: Any, plan_h: Any) -> None:
@@ -456,7 +373,7 @@ def _notes(impact: ClusterImpact, plan_b: Any, plan_h: Any) -> None:
     if plan_h.native:
         impact.notes.append(
             "KubeRay's native Recreate (spec.upgradeStrategy) acts only on a head pod that an "
-            f"operator of the same version created (annotation {names.NATIVE_HASH_ANNOTATION}); on "
+            f"operator of the same version created (annotation {NATIVE_HASH_ANNOTATION}); on "
             "a head pod made by KubeRay 1.5 nothing is recreated: run `raygitops presync "
             "--dry-run` against the cluster to check (docs/kuberay-1.6.md)")
     if plan_h.owner and opted_in(plan_h.strategy):
@@ -502,7 +419,7 @@ def _one_side(cluster: RenderedCluster, klass: str) -> ClusterImpact:
         owner=plan.owner,
         suspend_base=None if created else plan.suspend,
         suspend_head=plan.suspend if created else None,
-        autoscaling=_autoscaling(cluster.spec), pods=total, pods_total=total,
+        autoscaling=pods.autoscaling(cluster.spec), pods=total, pods_total=total,
         source_base=None if created else cluster.source,
         source_head=cluster.source if created else None,
     )

@@ -37,7 +37,7 @@ PLAN_COMPRESS_BYTES = 512 * 1024
 # The Job outlives the hook's own timeout by this much, so the hook reports before Kubernetes kills it.
 DEADLINE_MARGIN_SECONDS = 120
 # SIGTERM to exit: the hook resumes what it suspended within 20 s of a signal
-# (presync.cycle.RECOVER_AFTER_STOP_SECONDS) plus one watch call (5 s); the kubelet waits this
+# (presync.recovery.AFTER_STOP_SECONDS) plus one watch call (5 s); the kubelet waits this
 # long before SIGKILL.
 TERMINATION_GRACE_SECONDS = 45
 

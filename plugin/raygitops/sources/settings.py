@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from raygitops import __version__
-from raygitops.model import convert
+from raygitops.model import convert, operators
 from raygitops.errors import RaygitopsError
 from raygitops.model.hashing import DEFAULT_IGNORED_KEYS
 from raygitops.model.plan import HookSettings
@@ -81,7 +81,7 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "namespace": convert.namespace,
     "exclude": convert.string_list,
     "keep_upgrade_strategy": convert.boolean,
-    "kuberay_version": convert.kuberay_version,
+    "kuberay_version": operators.supported_version,
     "hook_image": convert.image,
     "drain_grace_seconds": convert.integer_in(*convert.DRAIN_GRACE_SECONDS),
     "timeout_seconds": convert.integer_in(*convert.TIMEOUT_SECONDS),

@@ -1,16 +1,18 @@
 """Git against the live cluster, per RayCluster (pure: rendered cluster + live objects in, a
-:class:`ClusterStatus` out).  The hook's own drift rules decide (raygitops.model.drift), so
-"drifted" here is exactly what the next sync's hook recreates.
+:class:`ClusterStatus` out).  The verdict the hook acts on decides
+(:mod:`raygitops.model.verdict`), so "drifted" here is exactly what the next sync's hook
+recreates; this module only words it.
 
 States, most serious first:
 
 - ``failed``      — pods run the desired template, but the recreate to it ended ``Failed``
   (not ready in time): the next sync's hook waits for readiness again, and fails again
-  unless the cluster is ready by then;
+  unless the cluster is ready by then; or the live spec cannot be judged;
 - ``unverified``  — the same after a recreate whose readiness was not checked
   (``--no-wait-ready``) or was interrupted (``Unverified``);
 - ``in-progress`` — a recreate cycle holds the cluster (lock: holder, phase, since);
-- ``drifted``     — opted in, and pods run an old template: the next sync recreates it;
+- ``drifted``     — opted in, and pods run an old template: the next sync recreates it (or
+  replaces the drifted worker groups, under ReplaceGroups);
 - ``native``      — left to KubeRay's native Recreate, and the next sync changes the
   operator's hash (it then recreates after the sync), or pods run an old template;
 - ``stale``       — pods run an old template and nothing will recreate them (not opted in,
@@ -22,18 +24,13 @@ States, most serious first:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops.model import native, objmeta
-from raygitops.model import drift
 from raygitops.model import lock as locks
+from raygitops.model import names, objmeta, pods, verdict
 from raygitops.render.renderer import RenderedCluster
 from raygitops.sources.files import deep_merge
-from raygitops.model.replace import replacement_plan, replacement_words
-from raygitops.model.strategy import RECREATE, REPLACE_GROUPS, cluster_owner, opted_in
-from raygitops.model import names
 
 FAILED, UNVERIFIED, IN_PROGRESS, DRIFTED, NATIVE, STALE, SUSPENDED, ABSENT, IN_SYNC = (
     "failed", "unverified", "in-progress", "drifted", "native", "stale", "suspended", "absent", "in-sync")
@@ -88,9 +85,9 @@ def overlay(live: Any, desired: Any) -> Any:
     return deep_merge(live, desired)
 
 
-def _head_version(pods: list[dict[str, Any]]) -> str | None:
-    for pod in pods:
-        if drift.group_key(pod) == "head" and not drift.terminating(pod):
+def _head_version(pod_list: list[dict[str, Any]]) -> str | None:
+    for pod in pod_list:
+        if pods.group_key(pod) == "head" and not pods.terminating(pod):
             return objmeta.annotations(pod).get(names.KUBERAY_VERSION_ANNOTATION)
     return None
 
@@ -106,7 +103,7 @@ def _lock(live: dict[str, Any]) -> dict[str, Any] | None:
             "renewedAt": locks.rfc3339(lock.renewed_at)}
 
 
-def assess(cluster: RenderedCluster, live: dict[str, Any] | None, pods: list[dict[str, Any]],
+def assess(cluster: RenderedCluster, live: dict[str, Any] | None, pod_list: list[dict[str, Any]],
            crd_knows: bool | None) -> ClusterStatus:
     """The status of one rendered RayCluster against its live object and pods."""
     plan = cluster.plan
@@ -114,60 +111,53 @@ def assess(cluster: RenderedCluster, live: dict[str, Any] | None, pods: list[dic
     if live is None:
         status.state, status.detail = ABSENT, "not in the cluster: the next sync creates it"
         return status
-    status.lock, status.last_recreate = _lock(live), drift.last_recreate(live)
-    status.operator_version = _head_version(pods)
-    # The hook's drift rules, as if the cluster opted in: what runs an old template.
-    probe = drift.decide(cluster.namespace, dataclasses.replace(plan, strategy=RECREATE, owner=None, suspend=False),
-                         live, pods)
-    status.pods = probe.pods
-    status.groups = sorted(probe.drift)
-    opted = opted_in(plan.strategy) and not (plan.owner or cluster_owner(live))
-    status.warnings = drift.native_warnings(plan, live, pods, crd_knows,
-                                            recreating=opted and probe.action == drift.RECREATE_ACTION)
-    live_suspended = (live.get("spec") or {}).get("suspend") is True
-    old = ", ".join(status.groups)
-    if status.lock is not None:
-        lock = status.lock
-        status.state = IN_PROGRESS
-        status.detail = (f"a recreate cycle holds it: phase {lock.get('phase')}, holder {lock.get('holder')}, "
-                         f"since {lock.get('startedAt')}" if lock.get("readable", True)
-                         else "carries an unreadable raygitops lock: the next sync's hook resolves it")
-    elif live_suspended and not plan.suspend:
-        status.state = SUSPENDED
-        status.detail = ("suspended, but Git does not ask for it: the next sync's hook resumes it with the "
-                         "desired spec" if opted else "suspended, but Git does not ask for it")
-    elif probe.action == drift.VERIFY:
-        outcome = drift.unverified_recreate(live, plan)
-        status.state = FAILED if outcome == locks.FAILED else UNVERIFIED
-        status.detail = (f"pods run the desired template, but the recreate to it ended {outcome} (not seen "
-                         "ready): the next sync's hook waits for readiness again")
-    elif plan.suspend:
-        status.detail = "suspended, as Git asks"
-    elif probe.action == drift.RECREATE_ACTION and opted and plan.strategy == REPLACE_GROUPS \
-            and "head" not in probe.drift:
-        status.state = DRIFTED
-        status.replace = replacement_plan(plan, probe.drift)
-        status.detail = f"{old} run an old template: the next sync {replacement_words(status.replace)}"
-    elif probe.action == drift.RECREATE_ACTION and opted:
-        status.state = DRIFTED
-        status.detail = f"{old} run an old template: the next sync recreates the cluster ({probe.pods} pods)"
-    elif plan.native and native.spec_hash_changes(live.get("spec"), overlay(live.get("spec"), cluster.spec)):
-        status.state = NATIVE
-        status.detail = ("the next sync changes KubeRay's own spec hash: with native Recreate the operator "
-                         f"replaces every pod after the sync ({probe.pods} pods)")
-    elif probe.action == drift.RECREATE_ACTION and plan.native:
-        status.state = NATIVE
-        status.detail = (f"{old} run an old template although the spec is applied: KubeRay's native "
-                         "Recreate did not replace them (see the warnings)")
-    elif probe.action == drift.RECREATE_ACTION:
-        owner = plan.owner or cluster_owner(live)
-        status.state = STALE
-        status.detail = (f"{old} run an old template and nothing will recreate them: "
-                         + (f"owned by {owner}" if owner else "not opted in (raygitops.dev/upgrade-strategy: "
-                            "Recreate opts in)"))
-    elif probe.action == drift.FAIL:
-        status.state = FAILED
-        status.detail = probe.reason
-    else:
-        status.detail = probe.reason
+    seen = verdict.observe(live, pod_list)
+    v = verdict.judge(cluster.namespace, plan, seen)
+    status.lock, status.last_recreate = _lock(live), verdict.last_recreate(seen.annotations)
+    status.operator_version = _head_version(pod_list)
+    status.pods = v.pods.min
+    status.groups = sorted(v.drift)
+    status.warnings = verdict.native_warnings(plan, v, live, pod_list, crd_knows)
+    if v.action == verdict.REPLACE and not v.locked:
+        status.replace = verdict.replacement(plan, v.drift)
+    status.state, status.detail = _state(cluster, v, seen, status.replace)
     return status
+
+
+def _state(cluster: RenderedCluster, v: verdict.Verdict, seen: verdict.Observed,
+           replacement: dict[str, Any] | None) -> tuple[str, str]:
+    """The state and its detail, from the verdict (most serious first)."""
+    plan = cluster.plan
+    old = ", ".join(sorted(v.drift))
+    if v.locked:
+        lock = v.lock
+        return IN_PROGRESS, (f"a recreate cycle holds it: phase {lock.phase}, holder {lock.holder}, "
+                             f"since {locks.rfc3339(lock.started_at)}" if lock is not None
+                             else "carries an unreadable raygitops lock: the next sync's hook resolves it")
+    if seen.spec.get("suspend") is True and not plan.suspend:
+        return SUSPENDED, ("suspended, but Git does not ask for it: the next sync's hook resumes it with the "
+                           "desired spec" if v.outside_git else "suspended, but Git does not ask for it")
+    if v.action == verdict.VERIFY:
+        outcome = verdict.unverified_recreate(seen.annotations, plan)
+        return (FAILED if outcome == locks.FAILED else UNVERIFIED,
+                f"pods run the desired template, but the recreate to it ended {outcome} (not seen "
+                "ready): the next sync's hook waits for readiness again")
+    if plan.suspend:
+        return IN_SYNC, "suspended, as Git asks"
+    if replacement is not None:
+        return DRIFTED, f"{old} run an old template: the next sync {verdict.replacement_words(replacement)}"
+    if v.action == verdict.RECREATE:
+        return DRIFTED, f"{old} run an old template: the next sync recreates the cluster ({v.pods.min} pods)"
+    if verdict.native_recreates(plan, v, seen, overlay(seen.spec, cluster.spec)):
+        return NATIVE, ("the next sync changes KubeRay's own spec hash: with native Recreate the operator "
+                        f"replaces every pod after the sync ({v.pods.min} pods)")
+    if v.drift and plan.native:
+        return NATIVE, (f"{old} run an old template although the spec is applied: KubeRay's native "
+                        "Recreate did not replace them (see the warnings)")
+    if v.drift:
+        return STALE, (f"{old} run an old template and nothing will recreate them: "
+                       + (f"owned by {v.owner}" if v.owner else "not opted in (raygitops.dev/upgrade-strategy: "
+                          "Recreate opts in)"))
+    if v.action == verdict.FAIL or v.cannot_hash:
+        return FAILED, v.reason if v.action == verdict.FAIL else f"cannot hash the live spec: {v.cannot_hash}"
+    return IN_SYNC, v.reason

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from raygitops.model import objmeta
-from raygitops.model import drift
+from raygitops.model import pods
 from raygitops.kube.client import ApiError, Kube
 from raygitops.render.renderer import RenderResult
 from raygitops.status.assess import ClusterStatus, assess, crd_knows_upgrade_strategy
@@ -33,8 +33,8 @@ def statuses(kube: Kube, result: RenderResult) -> list[ClusterStatus]:
         ns = cluster.namespace
         if ns not in live:
             clusters = {objmeta.meta(c).get("name"): c for c in kube.list_clusters(ns)}
-            pods, _ = kube.list_pods(ns, names.CLUSTER_LABEL)
-            live[ns] = (clusters, drift.pods_by_cluster(pods))
+            pod_list, _ = kube.list_pods(ns, names.CLUSTER_LABEL)
+            live[ns] = (clusters, pods.by_cluster(pod_list))
         clusters, pods_by = live[ns]
         status = assess(cluster, clusters.get(cluster.name), pods_by.get(cluster.name, []), crd_knows)
         if problem and cluster.plan.native:

@@ -24,10 +24,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from raygitops.model import pods
 from raygitops.model.objmeta import meta
 from raygitops.model.plan import ClusterPlan
-from raygitops.model.drift import group_key, owned_by, pod_ready, runs_desired, terminating, worker_pods
-from raygitops.model.strategy import DEFAULT_MAX_UNAVAILABLE, resolve_max_unavailable
+from raygitops.model.strategy import resolve_max_unavailable
+from raygitops.model.verdict import listed, runs_desired
 
 
 @dataclass
@@ -70,18 +71,13 @@ class Batch:
         return "; ".join(parts) or "every replaced group is Ready with the new template"
 
 
-def next_batch(plan: ClusterPlan, live: dict[str, Any], pods: list[dict[str, Any]],
+def next_batch(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, Any]],
                groups: Iterable[str]) -> Batch:
     """The pods to delete now for the worker ``groups`` being replaced, and where each stands."""
     spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
-    autoscaled = spec.get("enableInTreeAutoscaling") is True
-    live_groups = {g.get("groupName"): g for g in spec.get("workerGroupSpecs") or [] if isinstance(g, dict)}
-    uid = meta(live).get("uid")
-    by_group: dict[str, list[dict[str, Any]]] = {}
-    for pod in pods:
-        key = group_key(pod)
-        if key and key.startswith("worker:") and not terminating(pod) and owned_by(pod, uid):
-            by_group.setdefault(key.split(":", 1)[1], []).append(pod)
+    live_groups = pods.worker_groups(spec)
+    by_group = {key.split(":", 1)[1]: group_pods
+                for key, group_pods in pods.by_group(pods.own_pods(live, pod_list)).items() if key != "head"}
 
     batch = Batch()
     for name, group_pods in sorted(by_group.items()):
@@ -92,13 +88,13 @@ def next_batch(plan: ClusterPlan, live: dict[str, Any], pods: list[dict[str, Any
         if name not in plan.hashes.workers or name not in live_groups:
             continue  # removed: handled above
         group_pods = by_group.get(name, [])
-        want = worker_pods(live_groups[name], autoscaled)
+        want = pods.desired_workers(live_groups[name])
         stale = [p for p in group_pods if not runs_desired(p, plan, f"worker:{name}")]
-        ready = [p for p in group_pods if pod_ready(p)]
+        ready = [p for p in group_pods if pods.ready(p)]
         limit = resolve_max_unavailable(plan.limit_of(name), want)
         unavailable = max(0, want - len(ready))
-        unready_stale = sorted((p for p in stale if not pod_ready(p)), key=_name)
-        ready_stale = sorted((p for p in stale if pod_ready(p)), key=_name)
+        unready_stale = sorted((p for p in stale if not pods.ready(p)), key=_name)
+        ready_stale = sorted((p for p in stale if pods.ready(p)), key=_name)
         room = max(0, limit - unavailable)
         batch.delete += unready_stale + ready_stale[:room]
         fresh_ready = sum(1 for p in ready if runs_desired(p, plan, f"worker:{name}"))
@@ -121,49 +117,3 @@ def summary(deleted: dict[str, int], groups: Iterable[str], removed: int, kept: 
 
 def _pods(count: int) -> str:
     return f"{count} pod" if count == 1 else f"{count} pods"
-
-
-def replacement(plan: ClusterPlan, changed: dict[str, dict[str, Any]], removed: dict[str, dict[str, Any]],
-                kept: list[str]) -> dict[str, Any]:
-    """What a ReplaceGroups sync does, per group, in the JSON shape ``raygitops status`` and
-    ``diff`` report: ``changed`` and ``removed`` map group names to their pods (``{min, max}``);
-    a group with a bound of its own (max-unavailable-by-group) carries it."""
-    groups: list[dict[str, Any]] = [
-        {"group": name, "change": "changed", "pods": pods,
-         **({"maxUnavailable": plan.limit_of(name)} if name in plan.max_unavailable_by_group else {}),
-         "atATime": resolve_max_unavailable(plan.limit_of(name), pods["min"])}
-        for name, pods in changed.items()]
-    groups += [{"group": name, "change": "removed", "pods": pods} for name, pods in removed.items()]
-    return {"maxUnavailable": plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE, "groups": groups,
-            "kept": ["head", *kept]}
-
-
-def replacement_plan(plan: ClusterPlan, drifted: dict[str, Any]) -> dict[str, Any]:
-    """:func:`replacement` of a cluster whose worker groups ``drifted`` (``worker:<name>`` ->
-    :class:`~raygitops.model.drift.GroupDrift`), counted in live pods."""
-    counts = {key.split(":", 1)[1]: ({"min": d.pods, "max": d.pods}, d.how == "removed-group")
-              for key, d in sorted(drifted.items())}
-    return replacement(plan,
-                       {n: pods for n, (pods, gone) in counts.items() if not gone},
-                       {n: pods for n, (pods, gone) in counts.items() if gone},
-                       [g for g in sorted(plan.pod_spec.workers) if g not in counts])
-
-
-def replacement_words(replacement: dict[str, Any]) -> str:
-    """``replaces 4 pods of group gpu (2 at a time); head and group cpu untouched``."""
-    parts = []
-    for g in replacement["groups"]:
-        low, high = g["pods"]["min"], g["pods"]["max"]
-        count = f"{low}+" if high is None else str(low) if low == high else f"{low}–{high}"
-        noun = "pod" if count == "1" else "pods"
-        if g["change"] == "removed":
-            parts.append(f"deletes {count} {noun} of removed group {g['group']}")
-        else:
-            parts.append(f"replaces {count} {noun} of group {g['group']} ({g['atATime']} at a time)")
-    kept = [k if k == "head" else f"group {k}" for k in replacement["kept"]]
-    return "; ".join(parts + [listed(kept) + " untouched"])
-
-
-def listed(names: list[str]) -> str:
-    """``a``, ``a and b``, ``a, b and c``."""
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
