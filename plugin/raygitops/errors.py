@@ -35,13 +35,19 @@ def _closest(word: str, choices: tuple[str, ...], cutoff: float) -> str | None:
 
 
 class RaygitopsError(Exception):
-    """A user-facing error, optionally located in a source file."""
+    """A user-facing error, optionally located in a source file.
 
-    def __init__(self, message: str, path: str | None = None, line: int | None = None):
+    ``also``: more errors found in the same input at the same time (a RayCluster's schema
+    errors), each its own line at its own place; ``str()`` is the first line alone,
+    :meth:`lines` every line."""
+
+    def __init__(self, message: str, path: str | None = None, line: int | None = None,
+                 also: "list[RaygitopsError] | None" = None):
         super().__init__(message)
         self.message = message
         self.path = path
         self.line = line
+        self.also = list(also or [])
 
     def located(self, path: str | None = None, line: int | None = None) -> "RaygitopsError":
         """Fill in a location the raiser did not know (keeps one already set)."""
@@ -49,7 +55,13 @@ class RaygitopsError(Exception):
             self.path = path
         if self.line is None:
             self.line = line
+        for other in self.also:
+            other.located(path, line)
         return self
+
+    def lines(self) -> list[str]:
+        """This error and every one of ``also``, one line each."""
+        return [str(self), *(line for other in self.also for line in other.lines())]
 
     def __str__(self) -> str:
         message = " ".join(self.message.split())  # always one line

@@ -1,14 +1,21 @@
 """A real Argo CD (v3.6, built by tests/e2e/build.sh) on the e2e control plane.
 
-Started the way the Argo CD manifests run it, minus the containers: ``redis-server`` (the
-Debian package) on a loopback port; the Application and AppProject CRDs from Argo CD's
-module; namespace ``argocd`` with ``argocd-cm`` holding the RayCluster health check that
-ships in ``argocd/argocd-cm-health.yaml``, ``argocd-secret`` and the ``default`` project;
-then the three processes of ``bin/argocd``:
+Started the way the Argo CD manifests run it, minus Kubernetes running the pods: ``redis-server``
+(the Debian package) on a loopback port; the Application and AppProject CRDs from Argo CD's
+module; namespace ``argocd`` with ``argocd-cm`` and ``argocd-secret`` and the ``default``
+project; then the three processes of ``bin/argocd``:
 
-- ``argocd-cmp-server`` loading ``argocd/plugin.yaml`` (the file the sidecar mounts),
-  with the test's ``raygitops`` first on PATH (the sidecar's image in a cluster);
-- ``argocd-repo-server``, talking to the cmp-server over its socket directory
+- the raygitops sidecar, exactly as the README installs it: its overlay (the ``argocd/``
+  Component over Argo CD's ``install.yaml`` of the tested version, the test's image under
+  ``images:``) is built with kubectl's kustomize, and the ``raygitops`` container of the
+  patched ``argocd-repo-server`` runs with podman as a kubelet would run it: in the raygitops
+  image, its command ``/var/run/argocd/argocd-cmp-server`` (Argo CD's binary, what the
+  ``copyutil`` init container copies into the ``var-files`` volume), its env (the
+  ``RAYGITOPS_HOOK_IMAGE`` kustomize set), user, read-only root and dropped capabilities, the
+  plugin ConfigMap the overlay generated mounted at its subPath, the shared ``plugins``
+  socket directory, an empty ``/tmp``, and no network; ``argocd-cm`` is the overlay's too
+  (the health checks);
+- ``argocd-repo-server``, talking to the sidecar over that socket directory
   (``ARGOCD_PLUGINSOCKFILEPATH``, the ``plugins`` emptyDir in a cluster);
 - ``argocd-application-controller``, managing the control plane it runs on as the
   in-cluster destination (``ARGOCD_FAKE_IN_CLUSTER`` + the admin kubeconfig).
@@ -20,17 +27,21 @@ local (``file://``): :class:`GitRepo` writes and commits the app a test syncs.
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+import imagerun
 from controlplane import REPO_ROOT, Component, ControlPlane, free_port, wait_for
 
-ARGOCD_DIR = REPO_ROOT / "argocd"
+sys.path.insert(0, str(REPO_ROOT / "tests" / "unit"))
+import ship_support  # noqa: E402
+
 PLUGIN_NAME = "raygitops-v1"  # <metadata.name>-<spec.version> of argocd/plugin.yaml
 IN_CLUSTER = "https://kubernetes.default.svc"
 
@@ -70,12 +81,14 @@ class ArgoCD:
 
     NAMESPACE = "argocd"
 
-    def __init__(self, plane: ControlPlane, raygitops_bin: Path):
+    def __init__(self, plane: ControlPlane, image: str):
         self.plane = plane
-        self.raygitops_bin = raygitops_bin
+        self.image = image  # the raygitops image: the sidecar's (and, through it, the hooks')
         self.share = plane.bin_dir.parent / "share" / "argocd"
         self.workdir = plane.workdir / "argocd"
         self.components: dict[str, Component] = {}
+        self.sidecar_name = f"raygitops-e2e-cmp-{os.getpid()}-{free_port()}"
+        self.installed: list[dict[str, Any]] = []  # what the README's overlay makes
 
     # --- lifecycle
 
@@ -91,23 +104,53 @@ class ArgoCD:
     def stop(self) -> None:
         for component in reversed(list(self.components.values())):
             component.stop()
+        # `podman run` stopped: its container too (a killed client would leave it running)
+        imagerun.podman("rm", "--force", "--time=5", self.sidecar_name, timeout=60)
 
     def logs(self, tail: int = 40) -> str:
         return "\n".join(f"--- {name} ---\n{c.tail(tail)}" for name, c in self.components.items())
 
+    def readme_install(self) -> list[dict[str, Any]]:
+        """What the README's install overlay makes (kubectl's kustomize, as `kubectl apply -k`
+        runs it), with the test's image under `images:` and Argo CD's install.yaml from its
+        module (the version the README names; no GitHub here)."""
+        module = ship_support.argocd_module_dir()
+        assert module is not None, f"{ship_support.ARGOCD_MODULE}@{ship_support.ARGOCD_VERSION} not in GOMODCACHE"
+        work = Path(tempfile.mkdtemp(prefix="readme-install-", dir=self.plane.workdir))
+        overlay, kustomization = ship_support.readme_overlay(work, module / "manifests" / "install.yaml")
+        name, _, tag = self.image.rpartition(":")
+        (image,) = kustomization["images"]
+        text = (overlay / "kustomization.yaml").read_text()
+        (overlay / "kustomization.yaml").write_text(
+            text.replace(f"newName: {image['newName']}", f"newName: {name}").replace(f"newTag: {image['newTag']}",
+                                                                                    f"newTag: {tag}"))
+        built = self.plane.kubectl("kustomize", str(overlay), timeout=120).stdout
+        return [d for d in yaml.safe_load_all(built) if d]
+
+    def _installed(self, kind: str, name: str) -> dict[str, Any]:
+        (found,) = [d for d in self.installed if d["kind"] == kind and d["metadata"]["name"] == name]
+        return found
+
+    def sidecar(self) -> dict[str, Any]:
+        """The `raygitops` container of the patched argocd-repo-server, and the Deployment's volumes."""
+        spec = self._installed("Deployment", "argocd-repo-server")["spec"]["template"]["spec"]
+        (container,) = [c for c in spec["containers"] if c["name"] == "raygitops"]
+        return {"container": container, "volumes": {v["name"]: v for v in spec["volumes"]}}
+
     def _install(self) -> None:
         plane = self.plane
+        self.installed = self.readme_install()
         crds = [str(self.share / f"{kind}-crd.yaml") for kind in ("application", "appproject")]
         plane.kubectl("create", "-f", crds[0], "-f", crds[1])
         plane.wait_for(lambda: plane.kubectl("get", "applications.argoproj.io", "-A", check=False).returncode == 0,
                        timeout=60, message="Argo CD CRDs served")
         plane.create_namespace(self.NAMESPACE)
         part_of = {"app.kubernetes.io/part-of": "argocd"}
-        health = yaml.safe_load((ARGOCD_DIR / "argocd-cm-health.yaml").read_text())["data"]
+        argocd_cm = self._installed("ConfigMap", "argocd-cm")
         plane.apply([
             {"apiVersion": "v1", "kind": "ConfigMap",
              "metadata": {"name": "argocd-cm", "namespace": self.NAMESPACE, "labels": part_of},
-             "data": health},
+             "data": argocd_cm["data"]},  # Argo CD's own settings with the health checks patched in
             {"apiVersion": "v1", "kind": "Secret",
              "metadata": {"name": "argocd-secret", "namespace": self.NAMESPACE, "labels": part_of}},
             {"apiVersion": "argoproj.io/v1alpha1", "kind": "AppProject",
@@ -122,14 +165,44 @@ class ArgoCD:
         component.start()
         return component
 
+    def _sidecar_argv(self, sockets: Path) -> list[str]:
+        """`podman run` of the sidecar container as a kubelet would run it (module docstring)."""
+        found = self.sidecar()
+        container, volumes = found["container"], found["volumes"]
+        sc = container.get("securityContext") or {}
+        argv = ["run", "--rm", f"--name={self.sidecar_name}", "--network=none", "--security-opt=no-new-privileges",
+                f"--user={sc['runAsUser']}:{sc.get('runAsGroup', sc['runAsUser'])}",
+                *(f"--cap-drop={cap}" for cap in (sc.get("capabilities") or {}).get("drop", [])),
+                *(["--read-only"] if sc.get("readOnlyRootFilesystem") else []),
+                *(f"--env={e['name']}={e['value']}" for e in container.get("env", []))]
+        (command,) = container["command"]
+        for mount in container["volumeMounts"]:
+            volume = volumes[mount["name"]]
+            if mount["name"] == "var-files":  # copyutil's emptyDir: Argo CD's binary where the command names it
+                assert "emptyDir" in volume and Path(command).parent == Path(mount["mountPath"])
+                argv.append(f"--volume={self.plane.bin_dir / 'argocd'}:{command}:ro")
+            elif mount["name"] == "plugins":  # the socket directory shared with the repo-server
+                assert "emptyDir" in volume
+                argv.append(f"--volume={sockets}:{mount['mountPath']}")
+            elif "configMap" in volume:  # the plugin ConfigMap the overlay generated, at its subPath
+                config_map = self._installed("ConfigMap", volume["configMap"]["name"])
+                path = self.workdir / "cmp-config" / mount["subPath"]
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(config_map["data"][mount["subPath"]])
+                path.chmod(0o644)
+                argv.append(f"--volume={path}:{mount['mountPath']}:ro")
+            else:  # the sidecar's own /tmp
+                assert "emptyDir" in volume, mount
+                argv.append(f"--tmpfs={mount['mountPath']}:rw,mode=1777")
+        return [*argv, f"--entrypoint={command}", self.image, *container.get("args", [])]
+
     def _start_processes(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
         home = self.workdir / "home"
         sockets = self.workdir / "plugins"  # the emptyDir repo-server and the sidecar share
-        config = self.workdir / "cmp-config"  # the sidecar's /home/argocd/cmp-server/config
-        for d in (home, sockets, config):
+        for d in (home, sockets):
             d.mkdir(exist_ok=True)
-        shutil.copyfile(ARGOCD_DIR / "plugin.yaml", config / "plugin.yaml")
+        sockets.chmod(0o777)  # the sidecar's uid 999 creates its socket there
         argocd = str(self.plane.bin_dir / "argocd")
         base = {"HOME": str(home), "KUBECONFIG": self.plane.kubeconfig, "ARGOCD_FAKE_IN_CLUSTER": "true",
                 "ARGOCD_PLUGINSOCKFILEPATH": str(sockets), "ARGOCD_GPG_ENABLED": "false",
@@ -142,11 +215,9 @@ class ArgoCD:
         wait_for(lambda: _listening(self.redis_port, redis), timeout=30, message="redis-server listening")
         redis_addr = f"127.0.0.1:{self.redis_port}"
 
-        cmp = self._run("argocd-cmp-server", [argocd, "argocd-cmp-server", f"--config-dir-path={config}",
-                                              "--loglevel=info"],
-                        dict(base, PATH=f"{self.raygitops_bin}{os.pathsep}{path}"))
-        wait_for(lambda: cmp.check_alive() or (sockets / f"{PLUGIN_NAME}.sock").exists(), timeout=60,
-                 message="cmp-server socket")
+        cmp = self._run("argocd-cmp-server", ["podman", *self._sidecar_argv(sockets)], imagerun.podman_env())
+        wait_for(lambda: cmp.check_alive() or (sockets / f"{PLUGIN_NAME}.sock").exists(), timeout=120,
+                 message="the sidecar's cmp-server socket")
 
         self.repo_port = free_port()
         repo = self._run("argocd-repo-server", [

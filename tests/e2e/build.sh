@@ -3,7 +3,7 @@
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, ray-operator, kwok,
 #   the next and the older ray-operators (bin/ray-operator-<version>: KUBERAY_NEXT_VERSION,
 #   KUBERAY_OLDER_VERSIONS), Argo CD (bin/argocd),
-#   Flux's kustomize-controller (bin/kustomize-controller), Helm 4 (bin/helm),
+#   Flux's kustomize-controller (bin/kustomize-controller), Helm 4 (bin/helm), kustomize (bin/kustomize),
 #   and redis-server from the Debian package (Argo CD's cache; installed when root and missing)
 # into ${RAYGITOPS_E2E_CACHE:-$HOME/.cache/raygitops-e2e}/<E2E_VERSIONS_KEY>/bin.
 # Versions come from versions.env (the only place they are pinned). Idempotent: a binary
@@ -129,6 +129,16 @@ build_helm() {  # the version as Helm's Makefile stamps it (else `helm version` 
   GOBIN=$bin go install -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" \
     "helm.sh/helm/v4/cmd/helm@$HELM_VERSION"
 }
+build_kustomize() {
+  GOBIN=$bin go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
+}
+# The binaries the image carries (tests/image/build.sh feeds them to the Dockerfile) were built
+# from the pinned module (its go.sum hash, checked against sum.golang.org when downloaded):
+# `go version -m` reads it from the binary. Checked on every run (milliseconds).
+check_module_sum() {  # check_module_sum BINARY MODULE VERSION SUM
+  go version -m "$bin/$1" | grep -qP "^\tmod\t$2\t$3\t\Q$4\E\$" ||
+    { echo "build.sh: $bin/$1 is not $2 $3 $4 (versions.env): remove its stamp and build again" >&2; return 1; }
+}
 build_kwok() {
   GOBIN=$bin go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 }
@@ -199,6 +209,7 @@ kube_lane() {
   step kustomize-controller "$FLUX_KUSTOMIZE_CONTROLLER_VERSION" build_kustomize_controller
   step flux-share "$FLUX_KUSTOMIZE_CONTROLLER_VERSION-$FLUX_SOURCE_CONTROLLER_VERSION-all" copy_flux_share "$share/flux"
   step helm "$HELM_VERSION" build_helm
+  step kustomize "$KUSTOMIZE_VERSION" build_kustomize
   older_operators 1  # 100-300 s each cold: half of them in each lane
 }
 other_lane() {
@@ -221,5 +232,9 @@ other_lane & other_pid=$!
 status=0
 wait "$kube_pid" || status=1
 wait "$other_pid" || status=1
+if [[ $status == 0 ]]; then
+  check_module_sum helm helm.sh/helm/v4 "$HELM_VERSION" "$HELM_MODULE_SUM" || status=1
+  check_module_sum kustomize sigs.k8s.io/kustomize/kustomize/v5 "$KUSTOMIZE_VERSION" "$KUSTOMIZE_MODULE_SUM" || status=1
+fi
 echo "build.sh: done in $((SECONDS - start))s, status $status; binaries in $bin"
 exit "$status"

@@ -95,6 +95,11 @@ class Flux:
 
     # --- sources
 
+    @property
+    def url(self) -> str:
+        """The loopback HTTP server the artifacts are served from (a Git URL stands in it)."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
     def publish(self, name: str, tree: Path, revision: str) -> str:
         """Pack ``tree`` as the artifact of ExternalArtifact ``name`` at ``revision`` (e.g.
         ``main@sha1:<sha>``); kustomize-controller picks it up at once (it watches them)."""
@@ -106,9 +111,8 @@ class Flux:
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         self.plane.apply({"apiVersion": "source.toolkit.fluxcd.io/v1", "kind": "ExternalArtifact",
                           "metadata": {"name": name, "namespace": NAMESPACE}, "spec": {}})
-        port = self._server.server_address[1]
         status = {"status": {
-            "artifact": {"path": filename, "url": f"http://127.0.0.1:{port}/{filename}", "revision": revision,
+            "artifact": {"path": filename, "url": f"{self.url}/{filename}", "revision": revision,
                          "digest": digest, "lastUpdateTime": now, "size": len(data)},
             "conditions": [{"type": "Ready", "status": "True", "reason": "Succeeded", "observedGeneration": 1,
                             "message": f"stored artifact for revision '{revision}'", "lastTransitionTime": now}],

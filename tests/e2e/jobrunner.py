@@ -16,9 +16,11 @@ kubelet would do with each one, once:
 4. reports the exit code in the pod's status (phase Succeeded or Failed, the container's
    ``terminated`` state, the log tail as message under ``FallbackToLogsOnError``).
 
-The Job controller then sets the Job's conditions and Argo CD decides from those. The image
-stands in for whatever image the pod names (no registry is reachable here). Each pod's
-output is kept in ``<log_dir>/<namespace>_<pod>.log``.
+The Job controller then sets the Job's conditions and Argo CD decides from those. The node
+holds one image, the one the tests built (no registry is reachable here): a pod naming any
+other image (the unqualified default ``raygitops:0.1.0`` no registry serves, say) fails at
+once with ``ErrImagePull`` in its message, where a kubelet would retry the pull until the
+Job's deadline. Each pod's output is kept in ``<log_dir>/<namespace>_<pod>.log``.
 """
 
 from __future__ import annotations
@@ -108,6 +110,12 @@ class JobRunner:
         work = self.log_dir / f"{ns}_{name}"
         log = self.log_dir / f"{ns}_{name}.log"
         spec = client.ApiClient().sanitize_for_serialization(pod.spec)
+        (container,) = pod.spec.containers
+        if container.image != self.image:
+            message = f"ErrImagePull: image {container.image} cannot be pulled (this node has only {self.image})"
+            log.write_text(f"job runner: {message}\n")
+            self._finish(pod, 128, message, started=_now())
+            return
         try:
             argv = self._podman_argv(pod, spec, work)
         except Exception as exc:  # e.g. the ServiceAccount or a ConfigMap is missing

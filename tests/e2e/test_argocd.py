@@ -14,7 +14,6 @@ import base64
 import copy
 import json
 import shutil
-import sys
 import threading
 import time
 from pathlib import Path
@@ -43,16 +42,20 @@ def control_plane(control_plane_jobs: controlplane.ControlPlane) -> controlplane
 
 @pytest.fixture(scope="module")
 def argocd(control_plane: controlplane.ControlPlane, runner: JobRunner) -> ArgoCD:
-    return ArgoCD(control_plane, raygitops_bin=Path(sys.executable).parent).start()
+    """Argo CD with the raygitops sidecar as the README installs it, in the image the tests
+    built (which the hook Jobs it renders name: the runner runs no other)."""
+    instance = ArgoCD(control_plane, image=runner.image).start()
+    yield instance
+    instance.stop()
 
 
 def application(name: str, repo: GitRepo, namespace: str, *, automated: bool = False,
-                parameters: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The shipped argocd/application.yaml pointed at ``repo`` (app in ``app/``)."""
+                parameters: list[dict[str, Any]] | None = None, path: str = "app") -> dict[str, Any]:
+    """The shipped argocd/application.yaml pointed at ``repo`` (the app in ``path``)."""
     app = yaml.safe_load((controlplane.REPO_ROOT / "argocd" / "application.yaml").read_text())
     app["metadata"]["name"] = name
     source = app["spec"]["source"]
-    source.update(repoURL=repo.url, targetRevision="HEAD", path="app")
+    source.update(repoURL=repo.url, targetRevision="HEAD", path=path)
     if parameters is not None:
         source["plugin"]["parameters"] = parameters
     else:
@@ -77,10 +80,12 @@ def app_files(cluster: dict[str, Any], hook: dict[str, Any] | None = None) -> di
 class Deployed:
     """One Application, its Git repository and namespace."""
 
-    def __init__(self, argocd: ArgoCD, runner: JobRunner, namespace: str, tmp_path: Path, **app_kw):
+    def __init__(self, argocd: ArgoCD, runner: JobRunner, namespace: str, tmp_path: Path, cluster: str = "demo",
+                 **app_kw):
         self.argocd, self.runner, self.namespace = argocd, runner, namespace
         self.plane = argocd.plane
         self.name = namespace  # unique
+        self.cluster_name = cluster
         self.repo = GitRepo(tmp_path / "repo")
         self.app_kw = app_kw
 
@@ -93,11 +98,15 @@ class Deployed:
 
     def sync(self, revision: str) -> dict[str, Any]:
         """Refresh, sync ``revision``, and return the Application once the operation ended."""
+        return self.operation_after(self.begin_sync(revision))
+
+    def begin_sync(self, revision: str) -> str:
+        """Refresh, ask for a sync of ``revision``; when the previous operation started."""
         self.argocd.wait(self.name, lambda a: a.get("status", {}).get("sync", {}).get("revision") == revision
                          or self._refresh(), timeout=60, message=f"{self.name} sees {revision}")
         started = self._operation_started()
         self.argocd.sync(self.name, revision)
-        return self.operation_after(started)
+        return started
 
     def _refresh(self) -> bool:
         self.argocd.refresh(self.name)
@@ -118,10 +127,11 @@ class Deployed:
                                 message=f"{self.name} Synced + Healthy")
 
     def cluster(self) -> dict[str, Any] | None:
-        return self.plane.get("raycluster", "demo", self.namespace)
+        return self.plane.get("raycluster", self.cluster_name, self.namespace)
 
     def pods(self) -> list[dict[str, Any]]:
-        return self.plane.kubectl_json("get", "pods", "-n", self.namespace, "-l", "ray.io/cluster=demo")["items"]
+        return self.plane.kubectl_json("get", "pods", "-n", self.namespace, "-l",
+                                       f"ray.io/cluster={self.cluster_name}")["items"]
 
     def hook_runs(self) -> dict[str, int | None]:
         return {k: v for k, v in self.runner.exit_codes().items() if k.startswith(f"{self.namespace}/")}
@@ -451,3 +461,92 @@ def test_plugin_parameters_reach_the_render(argocd: ArgoCD, runner: JobRunner, n
     job = deployed.plane.get("job", "raygitops-presync", namespace)
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--drain-grace") + 1] == "7", args
+
+
+# ----------------------------------------------------------------------------- charts and overlays
+
+
+NEW_IMAGE = "rayproject/ray:2.42.0"
+
+
+def _templated(name: str, image: str) -> str:
+    """The demo cluster (one worker) as YAML with ``name`` and ``image`` written in (a chart's
+    template or a kustomize base)."""
+    cluster = raycluster(replicas=1)
+    cluster["metadata"] = {"name": "NAME", "annotations": cluster["metadata"]["annotations"]}
+    return yaml.safe_dump(cluster).replace("NAME", name).replace("rayproject/ray:2.41.0", image)
+
+
+def chart_files(image: str) -> dict[str, str]:
+    """A Helm chart app: the cluster named after the release, its image a value."""
+    return {"chart/Chart.yaml": "apiVersion: v2\nname: ray-team\nversion: 0.1.0\n",
+            "chart/values.yaml": yaml.safe_dump({"image": image}),
+            "chart/raygitops.yaml": yaml.safe_dump({"hook": HOOK}),
+            "chart/templates/raycluster.yaml": _templated("{{ .Release.Name }}", "{{ .Values.image }}")}
+
+
+def overlay_files(namespace: str, image: str) -> dict[str, str]:
+    """A kustomize overlay app over a base beside it (../../base): its namespace, a name
+    prefix, the image as a JSON patch (kustomize knows no merge keys for a CRD's lists)."""
+    patch = [{"op": "replace", "path": f"/spec/{group}/template/spec/containers/0/image", "value": image}
+             for group in ("headGroupSpec", "workerGroupSpecs/0")]
+    return {"kz/base/raycluster.yaml": _templated("demo", "rayproject/ray:2.41.0"),
+            "kz/base/kustomization.yaml": yaml.safe_dump({"resources": ["raycluster.yaml"]}),
+            "kz/overlays/prod/kustomization.yaml": yaml.safe_dump({
+                "namespace": namespace, "namePrefix": "prod-", "resources": ["../../base"],
+                "patches": [{"path": "image.yaml", "target": {"kind": "RayCluster", "name": "demo"}}]}),
+            "kz/overlays/prod/image.yaml": yaml.safe_dump(patch),
+            "kz/overlays/prod/raygitops.yaml": yaml.safe_dump({"hook": HOOK})}
+
+
+def test_a_chart_and_an_overlay_sync_through_the_plugin_and_recreate_on_an_image_change(
+        argocd: ArgoCD, runner: JobRunner, namespace: str, tmp_path: Path):
+    """Issue 37: a Helm chart app and a kustomize overlay app, through the plugin as the
+    README installs it (the sidecar in the image the tests built): Synced + Healthy, the chart
+    released under the Application's name in its destination, the overlay built with its
+    base; then a new image in each recreates its pods. The hook Jobs name the sidecar's own
+    image (the runner runs no other). Both apps sync at once, to keep the suite short."""
+    plane = argocd.plane
+    second = plane.create_namespace(controlplane.unique_name("e2e"))
+    try:
+        chart = Deployed(argocd, runner, namespace, tmp_path / "chart", cluster=namespace, path="chart")
+        overlay = Deployed(argocd, runner, second, tmp_path / "overlay", cluster="prod-demo", path="kz/overlays/prod")
+        revisions = {chart: chart.repo.commit(chart_files("rayproject/ray:2.41.0"), "a chart"),
+                     overlay: overlay.repo.commit(overlay_files(second, "rayproject/ray:2.41.0"), "an overlay")}
+        t0 = time.monotonic()
+        for app in revisions:
+            app.create()
+        started = {app: app.begin_sync(revision) for app, revision in revisions.items()}
+        for app in revisions:
+            result = app.operation_after(started[app])
+            assert status(result)[2] == "Succeeded", operation(result)
+            app.healthy()
+            assert app.hook_report()["summary"]["skipped"] == 1, app.hook_report()  # the cluster was absent
+            job = plane.get("job", "raygitops-presync", app.namespace)
+            assert job["spec"]["template"]["spec"]["containers"][0]["image"] == argocd.image
+        first = time.monotonic() - t0
+        # helm template: release = the Application's name, namespace = its destination
+        assert chart.cluster()["metadata"]["namespace"] == namespace
+        old = {app: desired_hashes(app.cluster()) for app in revisions}
+        for app in revisions:
+            plane.wait_for(lambda a=app: len(a.pods()) == 2, timeout=60, message=f"{app.name}: 2 pods")
+
+        revisions = {chart: chart.repo.commit(chart_files(NEW_IMAGE), "new image in values.yaml"),
+                     overlay: overlay.repo.commit(overlay_files(second, NEW_IMAGE), "new image in the overlay")}
+        t0 = time.monotonic()
+        started = {app: app.begin_sync(revision) for app, revision in revisions.items()}
+        for app in revisions:
+            result = app.operation_after(started[app])
+            assert status(result)[2] == "Succeeded", operation(result)
+            app.healthy(timeout=180)
+            new = desired_hashes(app.cluster())
+            assert new.isdisjoint(old[app])
+            pods = plane.wait_for(lambda a=app: len(a.pods()) == 2 and a.pods(), timeout=60)
+            assert {p["spec"]["containers"][0]["image"] for p in pods} == {NEW_IMAGE}
+            assert {p["metadata"]["annotations"].get(HASH) for p in pods} == new
+            assert app.hook_report()["summary"]["recreated"] == 1, app.hook_report()
+            assert list(app.hook_runs().values()) == [0, 0], app.hook_runs()
+        changed = time.monotonic() - t0
+        print(f"\nArgo CD, a chart and an overlay at once: first sync {first:.1f} s, image change {changed:.1f} s")
+    finally:
+        plane.delete_namespace(second, wait=False)

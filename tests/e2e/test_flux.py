@@ -1,22 +1,27 @@
-"""Real Flux end to end: ``examples/flux`` as a user copies it, on kustomize-controller v1.9.
+"""Real Flux end to end: ``examples/flux`` as its README says to install it, on kustomize-controller v1.9.
 
-The app is ``examples/flux/app`` (its namespace set to the test's), rendered with the
-README's command (``raygitops render app --flux --out .../rendered``); the Kustomizations are
-``examples/flux/clusters/ray-demo.yaml`` with only their source swapped for an
-ExternalArtifact (tests/e2e/flux.py: no source-controller here) and their names made unique.
-The hook Job's pod runs for real (tests/e2e/jobrunner.py: the raygitops image, the hook's own
-ServiceAccount token) and kube-controller-manager's Job controller decides the Job's fate;
-every assertion is on Flux's own Kustomization status, the Job, or the RayCluster's pods.
+The README's "Install" steps are read from the README and run: the image named in
+``app/raygitops.yaml``, the README's render and commit commands, ``kubectl apply`` of
+``clusters/ray-demo.yaml`` (its Namespace, GitRepository and Kustomizations), on a namespace
+that does not exist yet. Changed: what a user changes (the image: the one the tests built; the
+Git URL) and what the test machine needs (the namespace's and Kustomizations' names, unique;
+the Kustomizations' source an ExternalArtifact, tests/e2e/flux.py: no source-controller here).
+The hook Job's pod runs for real (tests/e2e/jobrunner.py: the raygitops image, no other, the
+hook's own ServiceAccount token) and kube-controller-manager's Job controller decides the
+Job's fate; every assertion is on Flux's own Kustomization status, the Job, or the
+RayCluster's pods.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
@@ -54,24 +59,48 @@ def flux(control_plane: controlplane.ControlPlane, runner: JobRunner) -> Flux:
     f.stop()
 
 
+README_IMAGE = "registry.example.com/team/raygitops:0.1.0"
+
+
+def readme_install() -> tuple[dict, list[str], list[str]]:
+    """examples/flux/README.md's "Install": step 1's hook settings, step 2's and step 3's
+    commands (each line of their shell blocks)."""
+    section = (EXAMPLE / "README.md").read_text().split("\n## Install\n", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```(yaml|sh)\n(.*?)```", section, re.S)
+    assert [kind for kind, _ in blocks] == ["yaml", "sh", "sh"], blocks
+
+    def lines(text: str) -> list[str]:
+        return [line.split("#")[0].strip() for line in textwrap.dedent(text).splitlines() if line.strip()]
+
+    return yaml.safe_load(textwrap.dedent(blocks[0][1])), lines(blocks[1][1]), lines(blocks[2][1])
+
+
 class FluxApp(DemoCluster):
-    """The example app in one namespace: edit it, render it, publish a revision."""
+    """The example app in a repository, installed by the README's steps into one namespace:
+    edit it, render it, publish a revision."""
 
     def __init__(self, flux: Flux, runner: JobRunner, namespace: str, tmp: Path):
         super().__init__(flux.plane, runner, namespace)
         self.flux, self.tmp = flux, tmp
-        self.app = tmp / "app"
+        self.tree = tmp / "repo"  # what Git holds: a checkout with examples/flux/app
+        self.app = self.tree / "examples" / "flux" / "app"
         shutil.copytree(EXAMPLE / "app", self.app)
-        self.tree = tmp / "repo"  # what Git would hold: examples/flux/rendered
+        self.hook, self.render_commands, self.apply_commands = readme_install()
+        shipped = yaml.safe_load((self.app / "raygitops.yaml").read_text())
+        assert shipped["hook"]["image"] == self.hook["hook"]["image"] == README_IMAGE  # step 1 as the README shows it
         self.revisions = 0
         self.presync, self.main = f"{namespace}-presync", namespace
 
-    def write(self, image: str = "rayproject/ray:2.41.0", node_selector: dict[str, str] | None = None,
-              timeout_seconds: int = 180) -> None:
+    def _config(self, **hook: Any) -> None:
+        """raygitops.yaml with the user's image (step 1) and the test's namespace."""
         config = yaml.safe_load((EXAMPLE / "app" / "raygitops.yaml").read_text())
         config["namespace"] = self.ns
-        config["hook"].update(timeoutSeconds=timeout_seconds, drainGraceSeconds=5)
+        config["hook"].update(image=self.runner.image, **hook)
         (self.app / "raygitops.yaml").write_text(yaml.safe_dump(config))
+
+    def write(self, image: str = "rayproject/ray:2.41.0", node_selector: dict[str, str] | None = None,
+              timeout_seconds: int = 180) -> None:
+        self._config(timeoutSeconds=timeout_seconds, drainGraceSeconds=5)
         cluster = yaml.safe_load((EXAMPLE / "app" / "raycluster.yaml").read_text())
         for group in [cluster["spec"]["headGroupSpec"], *cluster["spec"]["workerGroupSpecs"]]:
             pod = group["template"]["spec"]
@@ -83,30 +112,52 @@ class FluxApp(DemoCluster):
         (self.app / "raycluster.yaml").write_text(yaml.safe_dump(cluster))
 
     def commit(self, **kw: Any) -> str:
-        """Edit, render with the README's command, publish; the revision."""
+        """Edit, then the README's step 2 (render, commit and push); the revision."""
         self.write(**kw)
-        out = self.tree / "examples" / "flux" / "rendered"
-        res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(self.app), "--flux", "--out", str(out)],
-                             capture_output=True, text=True)
-        assert res.returncode == 0, res.stderr
-        self.revisions += 1
-        return self.flux.publish(self.ns, self.tree, f"main@sha1:{self.revisions:040x}")
+        return self._publish()
+
+    def _publish(self) -> str:
+        revision = ""
+        for command in self.render_commands:
+            argv = shlex.split(command)
+            if argv[:2] == ["raygitops", "render"]:
+                res = subprocess.run([sys.executable, "-m", "raygitops", *argv[1:]], cwd=self.tree,
+                                     capture_output=True, text=True)
+                assert res.returncode == 0 and res.stderr == "", res.stderr
+            else:  # git add + commit + push: the revision Flux's source gets
+                assert argv[:2] == ["git", "add"] and "git push" in command, command
+                self.revisions += 1
+                revision = self.flux.publish(self.ns, self.tree, f"main@sha1:{self.revisions:040x}")
+        assert revision, self.render_commands
+        return revision
 
     def kustomizations(self) -> list[dict[str, Any]]:
-        """examples/flux/clusters/ray-demo.yaml, its source swapped for this app's artifact."""
-        docs = [d for d in yaml.safe_load_all((EXAMPLE / "clusters" / "ray-demo.yaml").read_text())
-                if d["kind"] == "Kustomization"]
+        """clusters/ray-demo.yaml as step 3 applies it: the Namespace, the GitRepository
+        (the user's URL; no source-controller here) and the Kustomizations, their source
+        swapped for this app's artifact."""
+        (command,) = self.apply_commands
+        assert command == "kubectl apply -f examples/flux/clusters/ray-demo.yaml", command
+        shipped_namespace = yaml.safe_load((EXAMPLE / "app" / "raygitops.yaml").read_text())["namespace"]
         names = {"ray-demo-presync": self.presync, "ray-demo": self.main}
-        for doc in docs:
-            doc = copy.deepcopy(doc)
-            doc["metadata"]["name"] = names[doc["metadata"]["name"]]
-            doc["spec"]["sourceRef"] = {"kind": "ExternalArtifact", "name": self.ns}
-            for dep in doc["spec"].get("dependsOn", []):
-                dep["name"] = names[dep["name"]]
-            yield doc
+        out = []
+        for doc in yaml.safe_load_all((EXAMPLE / "clusters" / "ray-demo.yaml").read_text()):
+            if doc["kind"] == "Namespace":
+                assert doc["metadata"]["name"] == shipped_namespace
+                doc["metadata"]["name"] = self.ns
+            elif doc["kind"] == "GitRepository":
+                doc["metadata"]["name"] = f"{self.ns}-source"
+                doc["spec"]["url"] = f"{self.flux.url}/{self.ns}.git"  # the user's repository (inert here)
+            else:
+                doc["metadata"]["name"] = names[doc["metadata"]["name"]]
+                doc["spec"]["sourceRef"] = {"kind": "ExternalArtifact", "name": self.ns}
+                for dep in doc["spec"].get("dependsOn", []):
+                    dep["name"] = names[dep["name"]]
+            out.append(doc)
+        assert [d["kind"] for d in out] == ["Namespace", "GitRepository", "Kustomization", "Kustomization"]
+        return out
 
     def deploy(self) -> None:
-        self.plane.apply(list(self.kustomizations()), namespace=NAMESPACE)
+        self.plane.apply(self.kustomizations())
 
     def applied(self, name: str, revision: str, timeout: float = 240) -> dict[str, Any]:
         return self.flux.wait(name, lambda k: (k.get("status") or {}).get("lastAppliedRevision") == revision
@@ -123,20 +174,30 @@ class FluxApp(DemoCluster):
         return self.plane.kubectl_json("get", "jobs", "-n", self.ns)["items"]
 
     def start(self) -> str:
-        revision = self.commit()
+        """The README's "Install" on a namespace that does not exist: step 1 (the image), step
+        2 (render, push), step 3 (apply ray-demo.yaml); the first reconcile goes green."""
+        assert self.plane.get("namespace", self.ns) is None, "a fresh namespace"
+        self._config()  # the app as shipped but for the image and the namespace
+        revision = self._publish()
         self.deploy()
+        self.applied(self.presync, revision)
         self.applied(self.main, revision)
+        assert self.hook_runs() == [0] and "absent" in self.hook_report()["clusters"][0]["reason"], self.hook_report()
+        (job,) = self.jobs()
+        assert job["spec"]["template"]["spec"]["containers"][0]["image"] == self.runner.image
         self.running(desired_hashes(self.cluster()))
         return revision
 
 
 @pytest.fixture
-def app(flux: Flux, runner: JobRunner, namespace: str, tmp_path: Path) -> FluxApp:
-    a = FluxApp(flux, runner, namespace, tmp_path)
+def app(flux: Flux, runner: JobRunner, tmp_path: Path) -> FluxApp:
+    """The example on a namespace that does not exist yet (clusters/ray-demo.yaml creates it)."""
+    a = FluxApp(flux, runner, controlplane.unique_name("e2e"), tmp_path)
     yield a
     for name in (a.presync, a.main):  # before the namespace goes: nothing left to reconcile
         a.plane.kubectl("delete", "kustomizations.kustomize.toolkit.fluxcd.io", name, "-n", NAMESPACE,
                         "--ignore-not-found", "--wait=false", check=False)
+    a.plane.delete_namespace(a.ns, wait=False)
 
 
 def test_image_change_recreates_before_flux_applies_the_raycluster(app: FluxApp):

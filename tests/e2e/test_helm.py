@@ -138,7 +138,9 @@ class Release(DemoCluster):
         return ["demo", str(self.chart), "-n", self.ns, "-f", str(self.values),
                 "--post-renderer", "raygitops",
                 "--post-renderer-args", "--timeout", "--post-renderer-args", str(hook_timeout),
-                "--post-renderer-args", "--drain-grace", "--post-renderer-args", "5"]
+                "--post-renderer-args", "--drain-grace", "--post-renderer-args", "5",
+                # the image the hook Job runs (docs/helm.md): the one the tests built, the node's only one
+                "--post-renderer-args", "--hook-image", "--post-renderer-args", self.runner.image]
 
     def upgrade(self, image: str = OLD, node_selector: dict[str, str] | None = None, hook_timeout: int = 180,
                 check: bool = True) -> subprocess.CompletedProcess:

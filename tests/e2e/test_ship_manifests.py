@@ -41,22 +41,41 @@ def dry_run(cp: ControlPlane, docs: list[dict], namespace: str) -> str:
     return res.stdout
 
 
-def test_component_over_argocd_install(control_plane: ControlPlane, namespace: str, argocd_module: Path,
-                                       tmp_path: Path) -> None:
-    overlay = tmp_path / "overlay"
-    overlay.mkdir()
-    (overlay / "install.yaml").write_text((argocd_module / "manifests" / "install.yaml").read_text())
-    (overlay / "kustomization.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": namespace,
-        "resources": ["install.yaml"], "components": [os.path.relpath(REPO / "argocd", overlay)]}))
+def test_readmes_install_over_argocd_install(control_plane: ControlPlane, namespace: str, argocd_module: Path,
+                                            tmp_path: Path) -> None:
+    """The README's Argo CD install as a new user follows it: its overlay beside a checkout,
+    built by kubectl's kustomize (what `kubectl apply -k` runs), sent to a real API server as
+    a server-side dry run: the patched argocd-repo-server, the plugin ConfigMap and argocd-cm
+    with the health check. Changed for the test only: Argo CD's install.yaml read from its Go
+    module (v3.6.1, the README's URL; no GitHub here) and the namespace (the test's)."""
+    overlay, kustomization = ship_support.readme_overlay(tmp_path, argocd_module / "manifests" / "install.yaml")
+    text = (overlay / "kustomization.yaml").read_text()
+    assert kustomization["namespace"] == "argocd"
+    (overlay / "kustomization.yaml").write_text(text.replace("namespace: argocd", f"namespace: {namespace}", 1))
     built = control_plane.kubectl("kustomize", str(overlay), timeout=120).stdout
     docs = [d for d in yaml.safe_load_all(built) if d]
     ours = [d for d in docs if (d["kind"], d["metadata"]["name"]) in {("Deployment", "argocd-repo-server"),
                                                                       ("ConfigMap", "argocd-cm")}
             or d["metadata"]["name"].startswith("raygitops-cmp-")]
     assert len(ours) == 3
+    (deploy,) = [d for d in ours if d["kind"] == "Deployment"]
+    (sidecar,) = [c for c in deploy["spec"]["template"]["spec"]["containers"] if c["name"] == "raygitops"]
+    (image,) = kustomization["images"]
+    assert sidecar["image"] == f"{image['newName']}:{image['newTag']}"
+    assert {"name": "RAYGITOPS_HOOK_IMAGE", "value": sidecar["image"]} in sidecar["env"]
+    (cm,) = [d for d in ours if d["metadata"]["name"] == "argocd-cm"]
+    assert "resource.customizations.health.ray.io_RayCluster" in cm["data"]
     out = dry_run(control_plane, ours, namespace)
     assert "deployment.apps/argocd-repo-server serverside-applied (server dry run)" in out
+    assert "configmap/argocd-cm serverside-applied (server dry run)" in out
+    assert f"configmap/{[d for d in ours if d['metadata']['name'].startswith('raygitops-cmp-')][0]['metadata']['name']}" \
+        " serverside-applied (server dry run)" in out
+    # the API server does check the Deployment (so the pass above means something)
+    deploy["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].append({"name": "no-such-volume",
+                                                                                "mountPath": "/x"})
+    res = control_plane.kubectl("apply", "--dry-run=server", "--server-side", "-n", namespace, "-f", "-",
+                                input=yaml.safe_dump(deploy), check=False, timeout=120)
+    assert res.returncode != 0 and "no-such-volume" in res.stderr, res.stderr
 
 
 def test_example_application_against_argocd_crd(control_plane: ControlPlane, namespace: str,
@@ -100,3 +119,38 @@ def test_rendered_examples(control_plane: ControlPlane, namespace: str, app: str
                 subject["namespace"] = namespace
     out = dry_run(control_plane, docs, namespace)
     assert "job.batch/raygitops-presync" in out and "raycluster.ray.io/" in out
+
+
+def _size_cases():
+    """ConfigMaps and Secrets at the 1 MiB limit and one byte over it, counted the ways the
+    API server might count: multi-byte text, binaryData, Secret data with stringData merged
+    in, long keys (not counted)."""
+    import base64
+
+    from raygitops.model.sizes import MAX_DATA_BYTES as MAX
+
+    for extra in (0, 1):
+        yield {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"text-{extra}"},
+               "data": {"k" * 200: "é" * (MAX // 2 - 5), "b": "x" * (10 + extra)}}
+        yield {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"binary-{extra}"},
+               "data": {"a": "x" * (MAX // 2)},
+               "binaryData": {"b": base64.b64encode(b"\0" * (MAX // 2 + extra)).decode()}}
+        yield {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"secret-{extra}"},
+               "data": {"a": base64.b64encode(b"\1" * (MAX // 2)).decode(), "b": "eHh4"},
+               "stringData": {"b": "y" * (MAX // 2 + extra)}}
+
+
+def test_render_refuses_exactly_what_the_api_server_refuses_for_size(control_plane: ControlPlane,
+                                                                     namespace: str) -> None:
+    """model/sizes.py counts as the API server validates: each object at the limit is
+    accepted by a server-side dry run and by render's check, one byte more refused by both."""
+    from raygitops.model.sizes import size_problem
+
+    verdicts = {}
+    for obj in _size_cases():
+        res = control_plane.kubectl("apply", "--dry-run=server", "--server-side", "-n", namespace, "-f", "-",
+                                    input=yaml.safe_dump(obj), check=False, timeout=120)
+        server = res.returncode == 0
+        assert server or "1048576" in res.stderr, res.stderr
+        verdicts[obj["metadata"]["name"]] = (server, size_problem("", obj["kind"], obj) is None)
+    assert verdicts == {name: (name.endswith("-0"), name.endswith("-0")) for name in verdicts}, verdicts

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Build the raygitops container image from the repository's Dockerfile without a registry:
 # a Debian bookworm base bootstrapped locally (mmdebstrap, from the machine's Debian mirror),
-# imported into podman and passed as the Dockerfile's PYTHON_IMAGE build arg.
+# imported into podman and passed as the Dockerfile's PYTHON_IMAGE build arg; helm and
+# kustomize given as the build context `tools`, in place of the Dockerfile's stage of that
+# name (no golang image can be pulled here): the binaries tests/e2e/build.sh built from the Go
+# module proxy with the versions of versions.env, which the Dockerfile checks against its own
+# pins (module and go.sum hash) as it checks the binaries its own stage builds.
 #   bash tests/image/build.sh            -> prints the image reference (localhost/raygitops:test)
 # Cached under ${RAYGITOPS_IMAGE_CACHE:-~/.cache/raygitops-image}: the base tarball (keyed by
 # its package list) and podman's own layer cache. Installs podman, mmdebstrap and runc from
@@ -53,6 +57,17 @@ if ! podman image exists "$base"; then
   podman import --quiet "$tar" "$base" >/dev/null
 fi
 
+# helm and kustomize of the e2e build (tests/e2e/build.sh; CI builds them before the image)
+# shellcheck source=../e2e/versions.env
+source tests/e2e/versions.env
+e2e_bin=${RAYGITOPS_E2E_CACHE:-$HOME/.cache/raygitops-e2e}/$E2E_VERSIONS_KEY/bin
+tools=$cache/prebuilt-tools  # laid out as the stage's file system: tools/helm, tools/kustomize
+mkdir -p "$tools/tools"
+for t in helm kustomize; do
+  [[ -x $e2e_bin/$t ]] || { log "$e2e_bin/$t missing: run bash tests/e2e/build.sh first"; exit 1; }
+  cmp -s "$e2e_bin/$t" "$tools/tools/$t" || cp "$e2e_bin/$t" "$tools/tools/$t"
+done
+
 # The build reaches PyPI through the host network and trusts the host's CA bundle (mounted
 # read-only for the RUN steps only: nothing of it stays in the image).
 start=$SECONDS
@@ -63,7 +78,8 @@ podman ps --all --external --format '{{.ID}} {{.Names}}' |
   awk '$2 ~ /-working-container$/ {print $1}' | xargs -r podman rm --force >/dev/null
 podman build --quiet --pull=never --network=host \
   --volume /etc/ssl/certs/ca-certificates.crt:/etc/ssl/certs/ca-certificates.crt:ro \
-  --build-arg "PYTHON_IMAGE=$base" --tag "$image" . >/dev/null
+  --build-arg "PYTHON_IMAGE=$base" --build-context "tools=$tools" \
+  --tag "$image" . >/dev/null
 podman image prune --force >/dev/null
 size=$(podman image inspect --format '{{.Size}}' "$image")
 log "built $image in $((SECONDS - start))s: $((size / 1000000)) MB (base $(( $(podman image inspect --format '{{.Size}}' "$base") / 1000000 )) MB)"

@@ -109,8 +109,15 @@ def built_wheel() -> Path:
 
 # ----------------------------------------------------------------------------- external inputs
 
+def e2e_versions() -> dict[str, str]:
+    """The pins of tests/e2e/versions.env (NAME=value lines)."""
+    import re
+
+    return dict(re.findall(r"^(\w+)=(\S+)$", (REPO / "tests" / "e2e" / "versions.env").read_text(), re.M))
+
+
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"
-ARGOCD_VERSION = "v3.5.1"  # the release /work/shared/reference/argocd.md was written against
+ARGOCD_VERSION = e2e_versions()["ARGOCD_VERSION"]  # the Argo CD the e2e tests run
 
 
 def go_binary() -> str | None:
@@ -128,8 +135,11 @@ def argocd_module_dir() -> Path | None:
     go = go_binary()
     found: Path | None = None
     if go is not None:
+        # argo-cd 3.6 requires a newer Go than the machine's: the toolchain tests/e2e/build.sh uses
+        toolchain = {"GOTOOLCHAIN": e2e_versions()["ARGOCD_GO_TOOLCHAIN"]}
         res = subprocess.run([go, "mod", "download", "-json", f"{ARGOCD_MODULE}@{ARGOCD_VERSION}"],
-                             capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
+                             capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir(),
+                             env={**os.environ, **toolchain})
         try:
             info = json.loads(res.stdout)
         except json.JSONDecodeError:
@@ -140,15 +150,57 @@ def argocd_module_dir() -> Path | None:
     return found
 
 
-def kubectl_binary() -> str | None:
-    """kubectl of the e2e build (tests/e2e/build.sh), else one on PATH."""
+def e2e_binary(name: str) -> str | None:
+    """``name`` (kubectl, helm, kustomize) of the e2e build (tests/e2e/build.sh), else one on PATH."""
     sys.path.insert(0, str(REPO / "tests" / "e2e"))
     try:
         import controlplane
 
-        built = controlplane.cache_dir() / "bin" / "kubectl"
+        built = controlplane.cache_dir() / "bin" / name
         if os.access(built, os.X_OK):
             return str(built)
     except Exception:  # noqa: BLE001 - the e2e helpers are optional here
         pass
-    return shutil.which("kubectl")
+    return shutil.which(name)
+
+
+def kubectl_binary() -> str | None:
+    return e2e_binary("kubectl")
+
+
+# ----------------------------------------------------------------------------- the README's install
+
+INSTALL_URL = "https://raw.githubusercontent.com/argoproj/argo-cd/{version}/manifests/install.yaml"
+
+
+def readme_install() -> tuple[str, str, str]:
+    """The README's Argo CD install: (the overlay directory's name, its kustomization.yaml as
+    written, the `kubectl apply -k` command)."""
+    import re
+
+    section = (REPO / "README.md").read_text().split("\n## Argo CD\n", 1)[1].split("\n## ", 1)[0]
+    name = re.search(r"write `([\w.-]+)/kustomization\.yaml`", section).group(1)
+    block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    text = "\n".join(line[3:] if line.startswith("   ") else line for line in block.splitlines()) + "\n"
+    command = re.search(r"`(kubectl apply -k [\w./-]+)`", section).group(1)
+    return name, text, command
+
+
+def readme_overlay(workdir: Path, install_yaml: Path) -> tuple[Path, dict]:
+    """The README's overlay laid out as it says (beside a checkout named raygitops/: here a
+    symlink to this repository), Argo CD's install.yaml read from the file given instead of
+    its URL (no GitHub here; the URL must name the tested version). (the overlay, its
+    kustomization as parsed)."""
+    import yaml
+
+    name, text, command = readme_install()
+    assert command == f"kubectl apply -k {name}", command
+    kustomization = yaml.safe_load(text)
+    url = INSTALL_URL.format(version=ARGOCD_VERSION)
+    assert kustomization["resources"] == [url], (kustomization["resources"], url)
+    (workdir / "raygitops").symlink_to(REPO, target_is_directory=True)
+    overlay = workdir / name
+    overlay.mkdir()
+    (overlay / "install.yaml").write_text(install_yaml.read_text())
+    (overlay / "kustomization.yaml").write_text(text.replace(url, "install.yaml"))
+    return overlay, kustomization

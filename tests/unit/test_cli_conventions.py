@@ -4,12 +4,16 @@ imported is an error when run, never a missing command."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 
 from raygitops.cli import main as cli_main
@@ -88,3 +92,55 @@ def test_filename_flag_is_the_path_argument(tmp_path: Path) -> None:
     values.write_text("image: x\n")
     as_values = runner.invoke(cli_main.main, ["render", str(app), "-f", str(values)])
     assert as_values.exit_code == 2
+
+
+# ----------------------------------------------------------------------------- kubectl / helm habits
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "raygitops", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_a_bare_call_prints_the_help_and_exits_0() -> None:
+    """As kubectl and helm: no sub-command is a request for help, not a usage error."""
+    res = _cli()
+    assert res.returncode == 0 and res.stderr == "", res.stderr
+    assert res.stdout == _cli("--help").stdout and "Commands:" in res.stdout
+
+
+def test_version_as_json() -> None:
+    from raygitops import __version__
+
+    assert json.loads(_cli("version", "-o", "json").stdout) == {"version": __version__}
+    assert json.loads(_cli("version", "--format", "json").stdout) == {"version": __version__}
+    assert _cli("version").stdout == f"raygitops, version {__version__}\n"
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_prints_a_script_the_shell_runs(shell: str, tmp_path: Path) -> None:
+    """`raygitops completion SHELL` prints the script; bash sources it and completes the
+    sub-commands (the script asks `raygitops` itself, so it is on PATH here)."""
+    res = _cli("completion", shell)
+    assert res.returncode == 0 and "_RAYGITOPS_COMPLETE" in res.stdout, res.stderr
+    if shell != "bash" or not shutil.which("bash"):
+        return
+    script = tmp_path / "completion.bash"
+    script.write_text(res.stdout)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "raygitops").write_text(f"#!/bin/sh\nexec {sys.executable} -m raygitops \"$@\"\n")
+    (bin_dir / "raygitops").chmod(0o755)
+    probe = (f"source {script}; COMP_WORDS=(raygitops re); COMP_CWORD=1; _raygitops_completion raygitops; "
+             "printf '%s\\n' \"${COMPREPLY[@]}\"")
+    out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert out.stdout.split() == ["render"], out.stdout + out.stderr
+
+
+def test_hash_of_a_file_without_a_raycluster_is_an_error(tmp_path: Path) -> None:
+    """An empty table read as "nothing to recreate"; kubectl says "No resources found"."""
+    path = tmp_path / "cm.yaml"
+    path.write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n")
+    for fmt in ("table", "json"):
+        res = _cli("hash", str(path), "-o", fmt)
+        assert (res.returncode, res.stdout, res.stderr) == (1, "", f"raygitops: {path}: no RayCluster found\n")

@@ -62,20 +62,67 @@ def refused(text: str, *args: str, tmp_path: Path) -> str:
     return res.stderr
 
 
-@pytest.mark.parametrize("before,after,message", [
-    ("  workerGroupSpecs:", "  workerGroupSpec:", "spec.workerGroupSpec: unknown field (did you mean workerGroupSpecs?)"),
-    ("rayStartParams: {}", "rayStartParam: {}", "spec.workerGroupSpecs[0].rayStartParam: unknown field (did you mean rayStartParams?)"),
-    ("containers: [{", "containres: [{", "spec.workerGroupSpecs[0].template.spec.containres: unknown field (did you mean containers?)"),
-    ("replicas: 1", "replicas: one", "spec.workerGroupSpecs[0].replicas: expected integer, got string"),
-    ("dashboard-host: 0.0.0.0", "num-cpus: 1", "spec.headGroupSpec.rayStartParams.num-cpus: expected string, got integer"),
-    ("cpu: 1,", "cpu: [1],", "spec.headGroupSpec.template.spec.containers[0].resources.limits.cpu: expected integer or string, got list"),
-    ("- name: ray-head\n            image", "- image", "spec.headGroupSpec.template.spec.containers[0].name: required field missing"),
+@pytest.mark.parametrize("before,after,line,message", [
+    ("  workerGroupSpecs:", "  workerGroupSpec:", 15, "spec.workerGroupSpec: unknown field (did you mean workerGroupSpecs?)"),
+    ("rayStartParams: {}", "rayStartParam: {}", 18, "spec.workerGroupSpecs[0].rayStartParam: unknown field (did you mean rayStartParams?)"),
+    ("containers: [{", "containres: [{", 21, "spec.workerGroupSpecs[0].template.spec.containres: unknown field (did you mean containers?)"),
+    ("replicas: 1", "replicas: one", 17, "spec.workerGroupSpecs[0].replicas: expected integer, got string"),
+    ("dashboard-host: 0.0.0.0", "num-cpus: 1", 8, "spec.headGroupSpec.rayStartParams.num-cpus: expected string, got integer"),
+    ("cpu: 1,", "cpu: [1],", 14, "spec.headGroupSpec.template.spec.containers[0].resources.limits.cpu: expected integer or string, got list"),
+    # a missing field: where the mapping that lacks it starts
+    ("- name: ray-head\n            image", "- image", 12, "spec.headGroupSpec.template.spec.containers[0].name: required field missing"),
 ])
-def test_a_spec_the_api_server_would_not_keep_is_refused_at_its_file(before: str, after: str, message: str,
-                                                                    tmp_path: Path) -> None:
+def test_a_spec_the_api_server_would_not_keep_is_refused_at_its_line(before: str, after: str, line: int,
+                                                                    message: str, tmp_path: Path) -> None:
     assert before in CLUSTER
-    err = refused(CLUSTER.replace(before, after, 1), tmp_path=tmp_path)
-    assert err.startswith(f"raygitops: {tmp_path / 'app' / 'cluster.yaml'}:1: {message}"), err
+    res = render(CLUSTER.replace(before, after, 1), tmp_path=tmp_path)
+    assert res.returncode == 1 and res.stdout == ""
+    # the first line is this one (a typo of containers also leaves containers missing)
+    assert res.stderr.splitlines()[0] == f"raygitops: {tmp_path / 'app' / 'cluster.yaml'}:{line}: {message}", res.stderr
+
+
+def test_every_schema_error_is_listed_each_at_its_line(tmp_path: Path) -> None:
+    """Issue 37: `cluster.yaml:1: spec.workerGroupSpecs[0].minReplica: unknown field ... (and
+    2 more)` pointed at the document and hid the rest.  Each error is its own line at its own
+    place, in document order; a cluster in a List (`-o json`) too."""
+    text = (CLUSTER.replace("      replicas: 1\n", "      replicas: 1\n      minReplica: 0\n")
+            .replace("containers: [{", "containres: [{").replace("dashboard-host: 0.0.0.0", "num-cpus: 1"))
+    res = render(text, tmp_path=tmp_path)
+    where = tmp_path / "app" / "cluster.yaml"
+    assert res.returncode == 1 and res.stdout == ""
+    assert res.stderr.splitlines() == [
+        f"raygitops: {where}:8: spec.headGroupSpec.rayStartParams.num-cpus: expected string, got integer",
+        f"raygitops: {where}:18: spec.workerGroupSpecs[0].minReplica: unknown field (did you mean minReplicas?)",
+        f"raygitops: {where}:22: spec.workerGroupSpecs[0].template.spec.containres: unknown field (did you mean containers?)",
+        f"raygitops: {where}:21: spec.workerGroupSpecs[0].template.spec.containers: required field missing",
+    ], res.stderr
+    import yaml
+
+    as_list = json.dumps({"apiVersion": "v1", "kind": "List", "items": [yaml.safe_load(text)]}, indent=2)
+    listed = render(as_list, tmp_path=tmp_path)
+    assert listed.returncode == 1 and len(listed.stderr.splitlines()) == 4, listed.stderr
+    lines = as_list.splitlines()
+    for error in listed.stderr.splitlines():
+        _, place, path, message = error.split(": ", 3)
+        keys = [k.split("[")[0] for k in path.split(".")]
+        key = keys[-2] if message == "required field missing" else keys[-1]  # missing: where its mapping is
+        line = int(place.rsplit(":", 1)[1])
+        assert lines[line - 1].strip().startswith(f'"{key}":'), (error, lines[line - 1])
+
+
+def test_schema_errors_are_bounded(tmp_path: Path) -> None:
+    """Twenty at most, then how many more: a broken generator must not flood the log."""
+    import yaml
+
+    cluster = yaml.safe_load(CLUSTER)
+    cluster["spec"]["workerGroupSpecs"] = [
+        {"groupName": f"g{i}", "replicas": "x", "template": {"spec": {"containers": [{"name": "w", "image": "i"}]}}}
+        for i in range(25)]
+    res = render(yaml.safe_dump(cluster), tmp_path=tmp_path)
+    lines = res.stderr.splitlines()
+    assert res.returncode == 1 and len(lines) == 21, res.stderr
+    assert all("expected integer, got string" in line for line in lines[:20])
+    assert lines[-1].endswith(": and 5 more schema errors in this RayCluster"), lines[-1]
 
 
 def test_the_valid_cluster_renders(tmp_path: Path) -> None:
@@ -125,9 +172,13 @@ def test_kuberay_1_7_fields_render_unset_and_name_their_version_for_an_older_tar
     fields and relaxed rules render; for 1.6 the error says from which KubeRay they exist."""
     res = render(_with(lines), tmp_path=tmp_path)
     assert res.returncode == 0 and res.stderr == "", res.stderr
-    err = refused(_with(lines), "--kuberay-version", "1.6.2", tmp_path=tmp_path)
-    assert f"cluster.yaml:1: {error}" in err and "kuberayVersion is 1.6.2: set it to your operator's version" in err
-    assert "did you mean" not in err
+    res = render(_with(lines), "--kuberay-version", "1.6.2", tmp_path=tmp_path)
+    assert res.returncode == 1 and res.stdout == "", res.stdout
+    # at the field's own line (_with writes it on line 7); a backend without a redisAddress
+    # is two errors of the 1.6 schema, each its own line
+    (err,) = [line for line in res.stderr.splitlines() if error in line]
+    assert f"cluster.yaml:7: {error}" in err and "kuberayVersion is 1.6.2: set it to your operator's version" in err
+    assert "did you mean" not in res.stderr
 
 
 def test_a_kuberay_newer_than_every_schema_warns_about_what_it_may_add_or_relax(tmp_path: Path) -> None:
@@ -225,8 +276,10 @@ def test_every_corpus_sample_renders_unset_and_is_checked_against_older_kuberays
         old = subprocess.run([sys.executable, "-m", "raygitops", "render", str(sample), "--kuberay-version", "1.6"],
                              capture_output=True, text=True, timeout=60)
         if old.returncode:
-            assert ": exists from KubeRay 1.7; kuberayVersion is 1.6" in old.stderr, old.stderr
-            assert old.stderr.count("\n") == 1, old.stderr
+            lines = old.stderr.splitlines()  # one line per such field, each at its own line
+            assert lines and all(": exists from KubeRay 1.7; kuberayVersion is 1.6" in line
+                                 and line.startswith(f"raygitops: {sample}:") for line in lines), old.stderr
+            assert len({line.split(":")[2] for line in lines}) == len(lines), old.stderr
             refused_for_16.append(sample.name)
     assert refused_for_16 == ["ray-cluster.autoscaler-v2-overwrite-cmd.yaml", "ray-cluster.mtls.yaml"], refused_for_16
     assert CORPUS.name.endswith(CORPUS_KUBERAY)

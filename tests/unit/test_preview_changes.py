@@ -134,6 +134,36 @@ def test_whole_container_added_masks_secret_env_inside() -> None:
     assert "hidden" not in repr(change)
 
 
+def test_a_whole_env_list_added_or_removed_is_shown_as_its_items() -> None:
+    """A container that gets (or loses) its env list: ``new`` (``old``) is the list of env
+    vars, as for any other list, not wrapped in an ``{"env": ...}`` mapping; secret values
+    masked inside."""
+    a, b = rc(), rc()
+    worker = b["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]
+    worker["env"] = [{"name": "MODE", "value": "fast"}, {"name": "HF_TOKEN", "value": "hidden"}]
+    (added,) = field_changes(a, b)
+    assert added.path == "/spec/workerGroupSpecs/0/template/spec/containers/0/env" and added.op == "add"
+    assert added.new == [{"name": "MODE", "value": "fast"}, {"name": "HF_TOKEN", "value": MASK}] and added.masked
+    (removed,) = field_changes(b, a)
+    assert removed.op == "remove" and removed.old == added.new and removed.new is ABSENT
+    assert "hidden" not in repr([added, removed])
+    assert added.to_json()["new"] == added.new and removed.to_json()["old"] == added.new
+
+
+def test_an_env_var_replaced_by_another_at_its_place_never_shows_the_secret() -> None:
+    """TOKEN (secret) removed and MODE added at its index: jsonpatch writes a replace of the
+    name and one of the value; the old value is TOKEN's, masked although the entry is called
+    MODE by the time its value is replaced (and both ways round)."""
+    a, b = rc(), rc()
+    a["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"].append({"name": "TOKEN", "value": "s3cr3t"})
+    b["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["env"].append({"name": "MODE", "value": "fast"})
+    for base, head in ((a, b), (b, a)):
+        changes = field_changes(base, head)
+        assert "s3cr3t" not in repr(changes), changes
+        value = next(c for c in changes if c.path.endswith("/env/1/value"))
+        assert (value.old, value.new, value.masked) == (MASK, MASK, True)
+
+
 def test_secret_named_fields_masked() -> None:
     a, b = rc(), rc()
     a["spec"]["headGroupSpec"]["rayStartParams"]["redis-password"] = "one"

@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 
 from raygitops.errors import RaygitopsError
 from raygitops.model.names import HASH_ANNOTATION, HASHES_ANNOTATION
@@ -167,9 +168,47 @@ def test_other_documents_pass_through_unchanged_and_in_order(tmp_path: Path) -> 
     cm = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: z}\ndata: {b: '1', a: '2'}\n"
     result = render(tmp_path, {"1.yaml": cm + "---\n" + cluster(), "2.yaml": cm.replace("name: z", "name: y")})
     assert kinds(result) == ["ConfigMap", "RayCluster", "ConfigMap"]
-    assert result.objects[0] == {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "z"},
+    # unchanged but for the namespace every namespaced object gets (below)
+    assert result.objects[0] == {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "z", "namespace": "default"},
                                  "data": {"b": "1", "a": "2"}}
     assert list(result.objects[0]["data"]) == ["b", "a"]
+
+
+def test_the_namespace_setting_applies_to_every_namespaced_object_that_names_none(tmp_path: Path) -> None:
+    """As kustomize's `namespace:`: a ConfigMap, a ServiceAccount, a custom resource of the
+    app land in raygitops.yaml's namespace (Argo CD would put them in its destination);
+    cluster-scoped kinds and objects naming a namespace keep theirs; the hook's Role names
+    the ConfigMap the pods read in that namespace, the duplicate check and --out agree."""
+    reads = yaml.safe_load(cluster(meta=RECREATE))
+    reads["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["envFrom"] = [
+        {"configMapRef": {"name": "cfg"}}]
+    reads = yaml.safe_dump(reads)
+    others = ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata: {a: '1'}\n---\n"
+              "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: sa}\n---\n"
+              "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\n"
+              "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: cr}\n---\n"
+              "apiVersion: v1\nkind: Namespace\nmetadata: {name: ns}\n---\n"
+              "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: elsewhere, namespace: other}\n")
+    app = write(tmp_path / "app", {"raygitops.yaml": "namespace: ray\n", "c.yaml": reads, "o.yaml": others})
+    result = render_app(str(app), env={"ARGOCD_APP_NAMESPACE": "destination"})
+    where = {(o["kind"], o["metadata"]["name"]): o["metadata"].get("namespace") for o in result.objects}
+    assert where[("ConfigMap", "cfg")] == where[("ServiceAccount", "sa")] == where[("Widget", "w")] == "ray"
+    assert where[("ClusterRole", "cr")] is None and where[("Namespace", "ns")] is None
+    assert where[("ConfigMap", "elsewhere")] == "other"
+    (role,) = [o for o in result.objects if o["kind"] == "Role"]
+    assert role["metadata"]["namespace"] == "ray"
+    assert {"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["cfg"], "verbs": ["get", "patch"]} \
+        in role["rules"]
+    (app / "twice.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: ray}\n")
+    with pytest.raises(RaygitopsError, match="ConfigMap ray/cfg is defined twice"):
+        render_app(str(app))
+    (app / "twice.yaml").unlink()
+    from raygitops.render.output import write_out_dir
+
+    written = write_out_dir(render_app(str(app)).objects, str(tmp_path / "out"), "ray")
+    assert {"ray/configmap-cfg.yaml", "ray/widget-w.yaml", "_cluster/clusterrole-cr.yaml",
+            "other/configmap-elsewhere.yaml"} <= set(written)
+    assert yaml.safe_load((tmp_path / "out" / "ray" / "widget-w.yaml").read_text())["metadata"]["namespace"] == "ray"
 
 
 @pytest.mark.parametrize("kind,field", [("RayJob", "rayClusterSpec"), ("RayService", "rayClusterConfig")])
@@ -311,7 +350,33 @@ def test_app_warnings_name_up_to_three_places_and_count_the_rest() -> None:
 
 def test_known_and_foreign_annotations_do_not_warn(tmp_path: Path) -> None:
     meta = "  annotations: {raygitops.dev/upgrade-strategy: Recreate, example.com/team: ml}\n"
-    assert render(tmp_path, {"c.yaml": cluster(meta=meta)}).warnings == []
+    assert render(tmp_path, {"c.yaml": cluster(meta=meta)}, overrides={"hook_image": PUSHED}).warnings == []
+
+
+PUSHED = "registry.example.com/team/raygitops:0.1.0"
+
+
+@pytest.mark.parametrize("image,env", [(None, {}), ("raygitops:0.1.0", {}), (None, {"RAYGITOPS_HOOK_IMAGE": "raygitops:9"}),
+                                       ("docker.io/library/raygitops:0.1.0", {})])
+def test_a_hook_image_no_registry_serves_is_warned_about(tmp_path: Path, image: str | None, env: dict) -> None:
+    """The default (the local build's name) and its spellings: the hook Job's pod would wait
+    in ImagePullBackOff until its deadline (about 17 minutes) with nothing said at render."""
+    result = render_app(str(write(tmp_path, {"c.yaml": cluster(meta=RECREATE)})), env=env,
+                        overrides={"hook_image": image})
+    (warning,) = result.warnings
+    assert warning.startswith("hook image raygitops:") or warning.startswith("hook image docker.io/library/raygitops:")
+    assert "no registry serves it" in warning and "hook.image" in warning
+
+
+@pytest.mark.parametrize("image", [PUSHED, "localhost/raygitops:test", "localhost:5000/raygitops", "myorg/raygitops:1"])
+def test_a_hook_image_with_a_registry_or_a_path_is_not_warned_about(tmp_path: Path, image: str) -> None:
+    result = render_app(str(write(tmp_path, {"c.yaml": cluster(meta=RECREATE)})), env={},
+                        overrides={"hook_image": image})
+    assert result.warnings == [] and result.plans
+
+
+def test_no_hook_no_hook_image_warning(tmp_path: Path) -> None:
+    assert render(tmp_path, {"c.yaml": cluster()}).warnings == []  # nothing opts in: no Job
 
 
 def test_a_lowercase_strategy_says_the_spelling(tmp_path: Path) -> None:

@@ -88,5 +88,7 @@ def test_rayjob_and_rayservice_samples_pass_through(corpus: list[Path]) -> None:
         if not sample.name.startswith(("ray-job", "ray-service")):
             continue
         original = [d for d in yaml.safe_load_all(sample.read_text()) if d]
+        for doc in original:  # unchanged but for the namespace every namespaced object gets
+            doc["metadata"].setdefault("namespace", "default")
         result = render_app(str(sample), env={})
         assert result.objects == original

@@ -176,7 +176,8 @@ def test_render_never_imports_kubernetes(tmp_path: Path) -> None:
         "assert not bad, bad\n"
         "sys.stderr.write('checked\\n')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                          env={**os.environ, "RAYGITOPS_HOOK_IMAGE": "registry.example.com/raygitops:0.1.0"})
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.strip() == "checked"
     assert "kind: Job" in proc.stdout

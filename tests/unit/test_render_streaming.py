@@ -181,9 +181,9 @@ def _counting_parses(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every text parsed from now on, as "file:its number of kind: lines"."""
     parsed: list[str] = []
 
-    def counting(text: str, path: str) -> Iterator[Document]:
+    def counting(text: str, path: str, lists: bool = False) -> Iterator[Document]:
         parsed.append(f"{Path(path).name}:{text.count('kind:')}")
-        return load_documents(text, path)
+        return load_documents(text, path, lists)
 
     monkeypatch.setattr(yamlio, "load_documents", counting)
     monkeypatch.setattr(files, "load_documents", counting)

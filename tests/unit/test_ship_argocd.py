@@ -32,7 +32,7 @@ HEALTH_KEY = "resource.customizations.health.ray.io_RayCluster"
 JOB_HEALTH_KEY = "resource.customizations.health.batch_Job"
 CMP_DIR = "/home/argocd/cmp-server"
 
-# Modelled on manifests/base/repo-server/argocd-repo-server-deployment.yaml (v3.5.1), trimmed.
+# Modelled on manifests/base/repo-server/argocd-repo-server-deployment.yaml (v3.6.1), trimmed.
 FIXTURE_REPO_SERVER: dict[str, Any] = {
     "apiVersion": "apps/v1", "kind": "Deployment",
     "metadata": {"name": "argocd-repo-server", "labels": {"app.kubernetes.io/name": "argocd-repo-server"}},
@@ -189,7 +189,13 @@ def test_component_shape() -> None:
     assert component["kind"] == "Component"
     assert "resources" not in component, "Argo CD's own manifests are the user's resource, not ours"
     assert {p["path"] for p in component["patches"]} == {"repo-server-sidecar.yaml", "argocd-cm-health.yaml"}
-    assert "https://" in (ARGOCD / "kustomization.yaml").read_text(), "the comment shows the remote base"
+    assert component["configurations"] == ["hook-image.yaml"]
+    # the comment shows the README's overlay (Argo CD's install of the tested version)
+    _, readme_overlay, _ = ship_support.readme_install()
+    comment = (ARGOCD / "kustomization.yaml").read_text().split("#   apiVersion:", 1)[1].split("\n# then", 1)[0]
+    first, *rest = comment.splitlines()
+    commented = "\n".join(["apiVersion:" + first, *(line[4:] for line in rest)])
+    assert yaml.safe_load(commented) == yaml.safe_load(readme_overlay)
 
 
 def test_the_sidecar_passes_its_own_image_to_render(tmp_path: Path) -> None:
@@ -208,6 +214,77 @@ def test_the_sidecar_passes_its_own_image_to_render(tmp_path: Path) -> None:
     bad = subprocess.run([sys.executable, "-m", "raygitops", "render", str(REPO / "examples" / "plain")],
                          capture_output=True, text=True, timeout=60, env={**os.environ, "RAYGITOPS_HOOK_IMAGE": "Bad Image"})
     assert bad.returncode == 1 and bad.stderr.startswith("raygitops: RAYGITOPS_HOOK_IMAGE: "), bad.stderr
+
+
+def sidecar(docs: list[dict]) -> dict:
+    deploy = by_key(docs)[("Deployment", "argocd-repo-server")]
+    (container,) = [c for c in deploy["spec"]["template"]["spec"]["containers"] if c["name"] == "raygitops"]
+    return container
+
+
+@pytest.mark.parametrize("image,expected", [
+    ({"newName": "registry.example.com/team/raygitops", "newTag": "0.1.1"}, "registry.example.com/team/raygitops:0.1.1"),
+    ({"newName": "registry.example.com/team/raygitops", "digest": "sha256:" + "a" * 64},
+     "registry.example.com/team/raygitops@sha256:" + "a" * 64),
+    ({"newTag": "0.2.0"}, "raygitops:0.2.0"),
+])
+def test_images_moves_the_sidecar_and_the_hook_image_together(kubectl: str, tmp_path: Path, image: dict,
+                                                             expected: str) -> None:
+    """Issue 37: with kustomize's `images:` on the Component only the sidecar's image moved;
+    RAYGITOPS_HOOK_IMAGE stayed raygitops:0.1.0, which no node can pull.  Now both, and no other
+    env value (other containers' too) changes."""
+    files = {"repo-server.yaml": yaml.safe_dump(FIXTURE_REPO_SERVER), "argocd-cm.yaml": yaml.safe_dump(FIXTURE_ARGOCD_CM)}
+    overlay = write_overlay(tmp_path / "overlay", files)
+    kustomization = yaml.safe_load((overlay / "kustomization.yaml").read_text())
+    kustomization["images"] = [{"name": "raygitops", **image}]
+    (overlay / "kustomization.yaml").write_text(yaml.safe_dump(kustomization))
+    container = sidecar(build(kubectl, overlay))
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert container["image"] == env["RAYGITOPS_HOOK_IMAGE"] == expected
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"
+    plain = sidecar(build(kubectl, write_overlay(tmp_path / "plain", files)))
+    assert plain["image"] == {e["name"]: e["value"] for e in plain["env"]}["RAYGITOPS_HOOK_IMAGE"] == "raygitops:0.1.0"
+
+
+def test_readmes_install_overlay_builds_with_the_image_it_names(kubectl: str, argocd_module: Path,
+                                                                tmp_path: Path) -> None:
+    """The README's steps as written (beside a checkout; Argo CD's install.yaml of the named
+    version from its module instead of GitHub): the component applied to Argo CD's install,
+    the sidecar and the hook on the README's image. tests/e2e/test_ship_manifests.py sends
+    the same to a real API server."""
+    overlay, kustomization = ship_support.readme_overlay(tmp_path, argocd_module / "manifests" / "install.yaml")
+    (image,) = kustomization["images"]
+    docs = build(kubectl, overlay)
+    base = build(kubectl, write_overlay(tmp_path / "base", {"install.yaml": (overlay / "install.yaml").read_text()},
+                                        with_component=False))
+    check_patched(docs, base)
+    container = sidecar(docs)
+    want = f"{image['newName']}:{image['newTag']}"
+    assert container["image"] == {e["name"]: e["value"] for e in container["env"]}["RAYGITOPS_HOOK_IMAGE"] == want
+
+
+def test_the_argo_helm_values_give_the_hook_the_sidecars_image(tmp_path: Path) -> None:
+    """docs/argocd.md's argo-helm values, rendered by the real Helm through a chart that writes
+    repoServer.extraContainers as argo-helm's does (toYaml): the YAML anchor gives
+    RAYGITOPS_HOOK_IMAGE the sidecar's image, and changing that one value moves both."""
+    helm = ship_support.e2e_binary("helm")
+    if helm is None:
+        pytest.skip("no helm (tests/e2e/build.sh builds it)")
+    doc = (REPO / "docs" / "argocd.md").read_text().split("## Install with the argo-cd Helm chart")[1]
+    values = doc.split("```yaml\n", 1)[1].split("```", 1)[0]
+    chart = tmp_path / "chart"
+    (chart / "templates").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: argo-cd-like\nversion: 0.1.0\n")
+    (chart / "templates" / "repo-server.yaml").write_text(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: argocd-repo-server}\nspec:\n  template:\n"
+        "    spec:\n      containers:\n      {{- toYaml .Values.repoServer.extraContainers | nindent 8 }}\n")
+    for image in ("registry.example.com/team/raygitops:0.1.0", "registry.example.com/other/raygitops:9.9.9"):
+        (tmp_path / "values.yaml").write_text(values.replace("registry.example.com/team/raygitops:0.1.0", image))
+        res = subprocess.run([helm, "template", "x", str(chart), "-f", str(tmp_path / "values.yaml")],
+                             capture_output=True, text=True, timeout=60, env={**os.environ, "HOME": str(tmp_path)})
+        assert res.returncode == 0, res.stderr
+        (container,) = yaml.safe_load(res.stdout)["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == {e["name"]: e["value"] for e in container["env"]}["RAYGITOPS_HOOK_IMAGE"] == image
 
 
 # ----------------------------------------------------------------------------- Application

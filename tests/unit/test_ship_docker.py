@@ -77,15 +77,81 @@ def test_hadolint() -> None:
     assert res.returncode == 0 and not res.stdout.strip(), res.stdout + res.stderr
 
 
-def test_multi_stage_with_pinned_base() -> None:
-    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", DOCKERFILE.read_text(), re.M))
-    froms = [rest for word, rest in instructions() if word == "FROM"]
-    assert len(froms) == 2, "build stage + runtime stage"
-    for ref in froms:
-        image = ref.split()[0]
-        image = re.sub(r"\$\{(\w+)\}", lambda m: args[m.group(1)], image)
+ARGS = dict(re.findall(r"^ARG (\w+)=(\S+)$", DOCKERFILE.read_text(), re.M))
+
+
+def test_multi_stage_with_pinned_bases() -> None:
+    """Python and Go bases by exact version (or digest)."""
+    froms = [rest.split() for word, rest in instructions() if word == "FROM"]
+    named = {f[2]: f[0] for f in froms if len(f) == 3 and f[1].upper() == "AS"}
+    assert named == {"tools": "${GO_IMAGE}", "build": "${PYTHON_IMAGE}"} and len(froms) == 3
+    for ref in [f[0] for f in froms]:
+        image = re.sub(r"\$\{(\w+)\}", lambda m: ARGS[m.group(1)], ref)
         # an exact version tag (or a digest), never a floating one
-        assert re.fullmatch(r"python:3\.\d+\.\d+-slim-\w+(@sha256:[0-9a-f]{64})?", image), image
+        assert re.fullmatch(r"(python:3\.\d+\.\d+-slim-\w+|golang:1\.\d+\.\d+-\w+)(@sha256:[0-9a-f]{64})?", image), image
+
+
+def versions_env() -> dict[str, str]:
+    return dict(re.findall(r"^(\w+)=(\S+)$", (REPO / "tests" / "e2e" / "versions.env").read_text(), re.M))
+
+
+def test_helm_and_kustomize_are_the_versions_the_tests_run_with_pinned_hashes() -> None:
+    """One set of pins: the Dockerfile's are tests/e2e/versions.env's (the tests run those
+    binaries, and tests/image/build.sh feeds them to this Dockerfile, which checks them)."""
+    pinned = versions_env()
+    for key in ("HELM_VERSION", "HELM_MODULE_SUM", "KUSTOMIZE_VERSION", "KUSTOMIZE_MODULE_SUM"):
+        assert ARGS[key] == pinned[key], key
+    assert re.fullmatch(r"h1:[A-Za-z0-9+/]{43}=", ARGS["HELM_MODULE_SUM"])
+    # the Go release of the image's own build is the one the e2e binaries were built with
+    go = ship_support.go_binary()
+    helm = ship_support.e2e_binary("helm")
+    if go and helm:
+        first = subprocess.run([go, "version", helm], capture_output=True, text=True, timeout=60).stdout
+        assert f"golang:{first.split()[1][2:]}-" in ARGS["GO_IMAGE"], (first, ARGS["GO_IMAGE"])
+
+
+def test_the_tools_stage_and_the_tests_build_the_same_binaries_and_the_build_checks_them() -> None:
+    """The `tools` stage `go install`s helm and kustomize as tests/e2e/build.sh does (same
+    flags); tests/image/build.sh replaces the stage by a build context of the same name
+    holding those; the build stage checks either against the pins, the runtime copies them."""
+    by_name = {s[0][1].split()[-1]: s for s in stages() if " AS " in s[0][1].upper()}
+    from_source = " ".join(rest for w, rest in by_name["tools"] if w == "RUN")
+    assert "go install" in from_source and "GOBIN=/tools" in from_source
+    def flat(text: str) -> str:  # continuation lines joined, ${X} as $X, spaces collapsed
+        return " ".join(re.sub(r"\$\{(\w+)\}", r"$\1", text.replace("\\\n", " ")).split())
+
+    build_sh = (REPO / "tests" / "e2e" / "build.sh").read_text()
+    for command in ('go install -trimpath -ldflags "-s -w -X helm.sh/helm/v4/internal/version.version=$HELM_VERSION" '
+                    '"helm.sh/helm/v4/cmd/helm@$HELM_VERSION"',
+                    'go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"'):
+        assert command in flat(from_source) and command in flat(build_sh), command
+    assert "CGO_ENABLED=0" in DOCKERFILE.read_text() and "CGO_ENABLED=0" in build_sh
+    image_build = (REPO / "tests" / "image" / "build.sh").read_text()
+    assert '--build-context "tools=$tools"' in image_build and '"$tools/tools/$t"' in image_build
+    build = " ".join(rest for w, rest in by_name["build"] if w == "RUN")
+    for args in ('/opt/bin/helm helm.sh/helm/v4 "${HELM_VERSION}" "${HELM_MODULE_SUM}"',
+                 '/opt/bin/kustomize sigs.k8s.io/kustomize/kustomize/v5 "${KUSTOMIZE_VERSION}" "${KUSTOMIZE_MODULE_SUM}"'):
+        assert f"python /src/check_go_binary.py {args}" in build
+    assert ("COPY", "--from=tools /tools/helm /tools/kustomize /opt/bin/") in by_name["build"]
+    runtime = stages()[-1]
+    assert ("COPY", "--from=build /opt/bin/helm /opt/bin/kustomize /usr/local/bin/") in runtime
+
+
+def test_the_binary_check_reads_the_build_information() -> None:
+    """scripts/check_go_binary.py, as the Dockerfile runs it, on the e2e build's binaries:
+    accepts the pins, refuses another hash and a file that is no Go binary."""
+    helm = ship_support.e2e_binary("helm")
+    if helm is None:
+        pytest.skip("no helm of tests/e2e/build.sh")
+    check = [sys.executable, str(REPO / "scripts" / "check_go_binary.py")]
+    ok = subprocess.run([*check, helm, "helm.sh/helm/v4", ARGS["HELM_VERSION"], ARGS["HELM_MODULE_SUM"]],
+                        capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0 and "-trimpath, CGO_ENABLED=0" in ok.stdout, ok.stderr
+    other = subprocess.run([*check, helm, "helm.sh/helm/v4", ARGS["HELM_VERSION"], "h1:" + "A" * 43 + "="],
+                           capture_output=True, text=True, timeout=60)
+    assert other.returncode == 1 and "not built as pinned" in other.stderr
+    bad = subprocess.run([*check, str(DOCKERFILE), "x", "v1", "h1:x"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "no Go build information" in bad.stderr
 
 
 def test_runtime_stage() -> None:
@@ -99,7 +165,7 @@ def test_runtime_stage() -> None:
     assert all(rest.startswith("[") for rest in cmd)
     # nothing is built or installed in the runtime stage: it only copies the venv
     runs = " ".join(rest for w, rest in runtime if w == "RUN")
-    assert "pip" not in runs and "apt-get" not in runs
+    assert "pip" not in runs and "apt-get" not in runs and "go install" not in runs
     assert any(w == "COPY" and "--from=build" in rest and "/opt/raygitops" in rest for w, rest in runtime)
     env = " ".join(rest for w, rest in runtime if w == "ENV")
     assert "/opt/raygitops/bin" in env and "PYTHONDONTWRITEBYTECODE=1" in env
@@ -107,7 +173,7 @@ def test_runtime_stage() -> None:
 
 
 def test_build_stage_checks_libyaml_and_installs_the_wheel() -> None:
-    build = " ".join(rest for w, rest in stages()[0] if w == "RUN")
+    build = " ".join(rest for w, rest in stages()[-2] if w == "RUN")
     assert "yaml.__with_libyaml__" in build
     assert "pip wheel --no-deps" in build and "raygitops-*.whl" in build
     # dependencies only from the lock, the wheel without them
@@ -127,7 +193,7 @@ def test_build_context_is_what_the_wheel_needs() -> None:
             if word == "COPY" and "--from" not in rest:
                 copied |= {src.rstrip("/") for src in rest.split()[:-1]}
     assert copied == allowed == {"pyproject.toml", "README.md", "LICENSE", "requirements/runtime.txt", "plugin",
-                                 "argocd/plugin.yaml"}
+                                 "argocd/plugin.yaml", "scripts/check_go_binary.py"}
 
 
 def test_image_names_agree() -> None:

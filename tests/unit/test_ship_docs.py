@@ -13,7 +13,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 # every Markdown file of the repository (none exempted)
-DOCS = sorted(p for p in REPO.rglob("*.md") if ".git" not in p.parts and "node_modules" not in p.parts)
+DOCS = sorted(p for p in REPO.rglob("*.md") if "node_modules" not in p.parts
+              and not any(part.startswith(".") for part in p.relative_to(REPO).parts))  # .git, tool caches
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.relative_to(REPO).as_posix())
@@ -76,3 +77,94 @@ def test_readme_replace_groups_example_renders_as_it_says(tmp_path: Path) -> Non
     (cluster,) = plan["clusters"]
     assert cluster["strategy"] == "ReplaceGroups" and cluster["maxUnavailable"] == "1"
     assert sorted(cluster["hashes"]["workers"]) == ["cpu", "gpu"]
+
+
+FAIL_ON_CLASSES = re.compile(r"--fail-on ([a-z][a-z,-]*[a-z])")
+
+
+def exit_code_meanings(text: str) -> list[str]:
+    """The ``--fail-on`` classes every sentence (or table row) that names ``--exit-code`` binds it to."""
+    chunks = []
+    for paragraph in text.split("\n\n"):
+        if paragraph.lstrip().startswith("|"):
+            chunks += paragraph.splitlines()
+        else:
+            chunks += re.split(r"(?<=[.;])\s", " ".join(paragraph.split()))
+    return [m for chunk in chunks if "--exit-code" in chunk for m in FAIL_ON_CLASSES.findall(chunk)]
+
+
+def test_exit_code_means_one_thing_everywhere() -> None:
+    """`--exit-code` is `--fail-on recreate,replace` in the code, its --help and every doc
+    that says what it is."""
+    from raygitops.preview.command import fail_classes
+
+    assert fail_classes(None, True) == fail_classes("recreate,replace", False)
+    help_text = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--help"], capture_output=True,
+                               text=True, check=True).stdout
+    said = {"diff --help": exit_code_meanings("--exit-code" + help_text.split("--exit-code", 1)[1].split("--fail-on CLASSES")[0])}
+    for doc in DOCS:
+        found = exit_code_meanings(doc.read_text())
+        if found:
+            said[doc.relative_to(REPO).as_posix()] = found
+    assert {"diff --help", "examples/pr-preview/README.md", "docs/preview.md"} <= set(said), said
+    assert {place: meanings for place, meanings in said.items() if set(meanings) != {"recreate,replace"}} == {}, said
+
+
+def test_readme_rbac_summary_lists_every_right_of_the_role() -> None:
+    """The FAQ's "What rights does the hook have?" names every verb on every resource of the
+    Role render writes (app/ConfigMap and Secret rules included)."""
+    from raygitops.render.hookresources import RULES, _config_rules
+    from raygitops.model.plan import Plan
+
+    answer = (REPO / "README.md").read_text().split("**What rights does the hook have?**")[1].split("\n\n")[0]
+    answer = " ".join(answer.split()).lower()
+    rules = RULES + [{"resources": ["jobs"], "verbs": ["patch"]}] + _config_rules(
+        Plan(namespace="ray", config_maps={"c": {}}, secrets={"s": {}}))
+    for rule in rules:
+        for resource in rule["resources"]:
+            for verb in rule["verbs"]:
+                assert re.search(rf"\b{verb}\b[^.;]*\b{resource.rstrip('s')}", answer), (verb, resource, answer)
+
+
+TOOL_VERSIONS = {  # how a doc names a tool's version -> the versions.env pin it must be
+    r"Argo CD v(\d+\.\d+\.\d+)": "ARGOCD_VERSION", r"argo-cd/v(\d+\.\d+\.\d+)": "ARGOCD_VERSION",
+    r"Helm v(\d+\.\d+\.\d+)": "HELM_VERSION", r"kustomize v(\d+\.\d+\.\d+)": "KUSTOMIZE_VERSION",
+    r"kustomize-controller v(\d+\.\d+\.\d+)": "FLUX_KUSTOMIZE_CONTROLLER_VERSION",
+}
+PLACEHOLDER_HOSTS = ("example.com", "example.invalid", "kubernetes.default.svc", "127.0.0.1", "localhost")
+
+
+def shipped_texts() -> dict[str, str]:
+    """Every Markdown file and every YAML file a user copies (argocd/, examples/, helm-plugin/)."""
+    files = [*DOCS, *(p for d in ("argocd", "examples", "helm-plugin") for p in (REPO / d).rglob("*.y*ml"))]
+    return {p.relative_to(REPO).as_posix(): p.read_text() for p in files}
+
+
+def test_versions_named_are_the_ones_the_tests_run() -> None:
+    """Issue 37: the install snippet said Argo CD 3.5.1 while the tests run 3.6.1."""
+    sys.path.insert(0, str(REPO / "tests" / "unit"))
+    import ship_support
+
+    pinned = ship_support.e2e_versions()
+    wrong = [(name, m.group(0)) for name, text in shipped_texts().items() for pattern, key in TOOL_VERSIONS.items()
+             for m in re.finditer(pattern, text) if f"v{m.group(1)}" != pinned[key]]
+    assert wrong == [], wrong
+
+
+def test_no_url_but_placeholders_and_the_tested_argo_cd_install() -> None:
+    """No repository, tag or release that does not exist is promised: a URL in a doc or a
+    shipped manifest is a placeholder (example.com, ...) or Argo CD's install.yaml of the tested
+    release (served: the module at that version holds manifests/install.yaml)."""
+    sys.path.insert(0, str(REPO / "tests" / "unit"))
+    import ship_support
+
+    install = ship_support.INSTALL_URL.format(version=ship_support.ARGOCD_VERSION)
+    found = {(name, url.rstrip(".,;:")) for name, text in shipped_texts().items()
+             for url in re.findall(r"https?://[^\s)`\"'<>]+", text)}
+    other = sorted((name, url) for name, url in found if url != install
+                   and not any(host in url.split("/")[2] for host in PLACEHOLDER_HOSTS))
+    assert other == [], other
+    assert any(url == install for _, url in found) and "README.md" in {n for n, u in found if u == install}
+    module = ship_support.argocd_module_dir()
+    if module is not None:
+        assert (module / "manifests" / "install.yaml").is_file()

@@ -21,12 +21,13 @@ def fail(err: BaseException) -> None:
     if os.environ.get("RAYGITOPS_DEBUG"):
         raise err
     if isinstance(err, RaygitopsError):
-        line = f"raygitops: {err}"
+        lines = [f"raygitops: {line}" for line in err.lines()]
     else:
-        line = f"raygitops: internal error: {type(err).__name__}: {err}".splitlines()[0]
-    click.echo(line, err=True)
+        lines = [f"raygitops: internal error: {type(err).__name__}: {err}".splitlines()[0]]
+    for line in lines:
+        click.echo(line, err=True)
     if helmplugin.under_helm_plugin():
-        helmplugin.report_error(line)
+        helmplugin.report_error("\n".join(lines))
     # Always exit 1: CI gates on diff's 0 / 3 / 1, and Argo CD and Helm only need non-zero.
     sys.exit(1)
 

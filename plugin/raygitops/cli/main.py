@@ -8,6 +8,7 @@ stdout carries only the result, and only once it is complete.
 from __future__ import annotations
 
 import importlib
+import json
 from typing import Any
 
 import click
@@ -24,6 +25,7 @@ COMMANDS = {
     "presync": "raygitops.presync.command:presync",
     "status": "raygitops.status.command:status",
     "version": "raygitops.cli.main:version",
+    "completion": "raygitops.cli.main:completion",
 }
 
 
@@ -65,16 +67,37 @@ ENVIRONMENT = {
 }
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+@click.group(cls=LazyGroup, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]},
              epilog="\b\nEnvironment:\n" + "\n".join(f"  {k:30} {v}" for k, v in ENVIRONMENT.items())
-             + "\n\n\b\nShell completion (click's), e.g. for bash:\n"
-             + "  eval \"$(_RAYGITOPS_COMPLETE=bash_source raygitops)\"")
+             + "\n\n\b\nShell completion, e.g. for bash:\n"
+             + "  source <(raygitops completion bash)")
 @click.version_option(__version__, prog_name="raygitops")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Make GitOps changes to KubeRay RayClusters reach their pods."""
+    if ctx.invoked_subcommand is None:  # a bare `raygitops`: the help, exit 0 (as kubectl and helm)
+        click.echo(ctx.get_help())
 
 
 @click.command()
-def version() -> None:
+@click.option("--format", "-o", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="A line of text, or a JSON object.")
+def version(fmt: str) -> None:
     """Print the raygitops version (the same as --version)."""
-    click.echo(f"raygitops, version {__version__}")
+    if fmt == "json":
+        click.echo(json.dumps({"version": __version__}))
+    else:
+        click.echo(f"raygitops, version {__version__}")
+
+
+SHELLS = ("bash", "zsh", "fish")
+
+
+@click.command()
+@click.argument("shell", type=click.Choice(SHELLS))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL (bash: `source <(raygitops completion bash)`)."""
+    from click.shell_completion import get_completion_class
+
+    complete = get_completion_class(shell)(main, {}, "raygitops", "_RAYGITOPS_COMPLETE")
+    click.echo(complete.source())

@@ -231,9 +231,10 @@ def _mask_all(value: Any) -> Any:
 
 
 def mask(tokens: list[str], value: Any, masking: Masking = DEFAULT_MASKING,
-         env_name: Any = None) -> tuple[Any, bool]:
+         env_names: tuple[Any, ...] = (None,)) -> tuple[Any, bool]:
     """The value to show for the field at ``tokens``; (value, whether it was masked).
-    ``env_name``: the name of the env var a ``.../env/<i>/value`` path belongs to."""
+    ``env_names``: the names the env var a ``.../env/<i>/value`` path belongs to has on
+    either side (masked when one of them is secret)."""
     if value is ABSENT:
         return value, False
     last = len(tokens) - 1
@@ -244,23 +245,26 @@ def mask(tokens: list[str], value: Any, masking: Masking = DEFAULT_MASKING,
     if env_at:
         rest = tokens[env_at[-1] + 1 :]
         if len(rest) == 2 and rest[1] == "value":
-            return (MASK, True) if masking.secret(env_name) else (value, False)
+            return (MASK, True) if any(masking.secret(name) for name in env_names) else (value, False)
         if len(rest) == 1:  # a whole env entry
             shown, masked = _mask_tree({"env": [value]}, masking)
             return shown["env"][0], masked
-        if not rest:  # the whole env list
-            return _mask_tree({"env": value}, masking)
+        if not rest:  # the whole env list: shown as its items, as any other list
+            shown, masked = _mask_tree({"env": value}, masking)
+            return shown["env"], masked
     return _mask_tree(value, masking)
 
 
-def _env_name(doc: Any, tokens: list[str]) -> Any:
-    """The ``name`` of the env entry a ``.../env/<i>/value`` path points into (None if not one)."""
+def _env_names(tokens: list[str], *docs: Any) -> tuple[Any, ...]:
+    """The ``name`` the env entry a ``.../env/<i>/value`` path points into has in each of
+    ``docs`` that holds one (None for an entry without a name; ``(None,)`` when the path is
+    not such a value)."""
     env_at = [i for i, t in enumerate(tokens) if t == "env"]
     if not env_at or len(tokens) != env_at[-1] + 3 or tokens[-1] != "value":
-        return None
+        return (None,)
     pointer = "".join("/" + t.replace("~", "~0").replace("/", "~1") for t in tokens[:-1])
-    entry = jsonpointer.resolve_pointer(doc, pointer, None)
-    return entry.get("name") if isinstance(entry, dict) else None
+    entries = [jsonpointer.resolve_pointer(doc, pointer, None) for doc in docs]
+    return tuple(entry.get("name") for entry in entries if isinstance(entry, dict))
 
 
 def hash_ignored_path(tokens: list[str], rules: HashRules) -> bool:
@@ -303,18 +307,21 @@ def field_changes(base: dict[str, Any], head: dict[str, Any], *, raycluster: boo
             new = jsonpointer.resolve_pointer(doc, from_path)
         else:  # "test": make_patch never emits it
             continue
-        old_name = _env_name(doc, tokens)
+        # The entry's name before and after this operation, and at the same place in base
+        # and head: an earlier operation of the patch may have renamed it (an env var
+        # replaced by another at the same index), and a value is masked if any is secret.
+        before = _env_names(tokens, doc, base)
         doc = jsonpatch.JsonPatch([operation]).apply(doc, in_place=True)
-        new_name = _env_name(doc, tokens)
-        old_shown, old_masked = mask(tokens, old, masking, old_name)
-        new_shown, new_masked = mask(tokens, new, masking, new_name)
+        after = _env_names(tokens, doc, head)
+        old_shown, old_masked = mask(tokens, old, masking, before + after)
+        new_shown, new_masked = mask(tokens, new, masking, before + after)
         if old_masked != new_masked and old is not ABSENT and new is not ABSENT:
             # renamed into or out of a secret name: show neither side
             old_shown, old_masked, new_shown, new_masked = _mask_all(old), True, _mask_all(new), True
         if from_path is not None and not new_masked:  # a value moved out of a secret field
             new_shown, new_masked = mask(_tokens(from_path), new, masking)
             if not new_masked:
-                new_shown, new_masked = mask(tokens, new, masking, new_name)
+                new_shown, new_masked = mask(tokens, new, masking, before + after)
         names = base_workers if op == "remove" else worker_names
         ignored = raycluster and hash_ignored_path(tokens, rules)
         shaping = raycluster and pod_shaping_path(tokens) and not ignored

@@ -70,9 +70,10 @@ class RenderedSide:
 
 
 def _side_error(side: str, err: RaygitopsError) -> RaygitopsError:
+    also = [_side_error(side, other) for other in err.also]
     if err.path:
-        return RaygitopsError(err.message, f"{side}: {err.path}", err.line)
-    return RaygitopsError(f"{side}: {err.message}")
+        return RaygitopsError(err.message, f"{side}: {err.path}", err.line, also)
+    return RaygitopsError(f"{side}: {err.message}", also=also)
 
 
 def run_git(args: list[str], cwd: str, *, input_bytes: bytes | None = None,
@@ -249,9 +250,10 @@ def render_side(
         try:
             result = render_app(shown_target, cli_values=cli_values, env=env, overrides=overrides)
         except RaygitopsError as err:
-            if err.path:
-                err.path = _relocate_text(err.path, shown_target, side.path)
-            err.message = _relocate_text(err.message, shown_target, side.path)
+            for each in (err, *err.also):
+                if each.path:
+                    each.path = _relocate_text(each.path, shown_target, side.path)
+                each.message = _relocate_text(each.message, shown_target, side.path)
             raise _side_error(side.name, err) from None
         _relocate_result(result, shown_target, side.path)
         return RenderedSide(side, result)

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
                    "kustomize stream may hold {{ }} of its own.")
 @click.option("--plan-out", "plan_dir", default=None, metavar="DIR",
               help="Also write each namespace's hook plan to DIR/<namespace>.json (for `raygitops presync --plan`).")
-@click.option("--namespace", "-n", default=None, help="Namespace of objects that name none.")
+@click.option("--namespace", "-n", default=None, help="Namespace of every namespaced object that names none.")
 @click.option("--hook-image", default=None, help="Image of the PreSync hook Job.")
 @click.option("--keep-upgrade-strategy/--move-upgrade-strategy", default=None,
               help="Keep spec.upgradeStrategy (KubeRay >= 1.6) instead of moving it to the annotation.")

@@ -9,6 +9,7 @@ import click
 
 from raygitops.cli.failures import guarded
 from raygitops.cli.options import app_path, values_option
+from raygitops.errors import RaygitopsError
 
 
 @click.command("hash")
@@ -22,6 +23,8 @@ def hash_command(path: str, fmt: str, values: tuple[str, ...]) -> None:
     from raygitops.render.pipeline import render_app
 
     result = render_app(path, cli_values=list(values))
+    if not result.clusters:  # an empty table would read as "nothing to hash here, all fine"
+        raise RaygitopsError("no RayCluster found", path)
     if fmt == "json":
         data = {c.key: {"strategy": c.plan.strategy, **c.plan.hashes.to_json()} for c in result.clusters}
         sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -14,9 +14,11 @@ import base64
 import gzip
 from typing import Any
 
+from raygitops.errors import RaygitopsError
 from raygitops.model.configrefs import CONFIGMAP, RESOURCES, SECRET
+from raygitops.model.sizes import MAX_DATA_BYTES, largest, total_size
 from raygitops.model.plan import Plan, secrets_json
-from raygitops.model.names import HOOK_LABEL
+from raygitops.model.names import HOOK_LABEL, TRACK_ANNOTATION
 from raygitops.sources.settings import Settings
 
 NAME = "raygitops-presync"
@@ -29,6 +31,7 @@ SECRETS_SECRET = "raygitops-plan-secrets"
 SECRETS_KEY = "secrets.json"
 SECRETS_MOUNT = "/plan-secrets"
 HOOK_UID = 999
+HASH_CONFIG_OFF = f'{TRACK_ANNOTATION}: "false"'
 # Above this the plan is gzip'ed into binaryData: a ConfigMap holds at most 1 MiB.
 PLAN_COMPRESS_BYTES = 512 * 1024
 # The Job outlives the hook's own timeout by this much, so the hook reports before Kubernetes kills it.
@@ -94,8 +97,28 @@ def _packed(key: str, text: str) -> tuple[str, bytes]:
     return key, text.encode()
 
 
+def _too_big(what: str, plan: Plan, key: str, raw: bytes, carried: dict[str, dict[str, Any]], kind: str
+             ) -> RaygitopsError:
+    """The error for a hook object over the API server's limit, naming what made it big: the
+    content of the app's ConfigMaps (Secrets) it carries, else the clusters it lists."""
+    where = f"namespace {plan.namespace}" if plan.namespace else "the release namespace"
+    if carried:
+        sizes = {name: total_size({"kind": kind, **body}) for name, body in carried.items()}
+        cause = (f"it carries the content of the {kind}s the RayClusters' pods read, so the hook can make them live "
+                 f"before new pods start (bytes: {largest(sizes)}): read fewer or smaller {kind}s, or annotate the "
+                 f"clusters {HASH_CONFIG_OFF} (their content is then neither hashed nor carried)")
+    else:
+        cause = f"it lists {len(plan.clusters)} RayClusters with their pod templates: split the app"
+    compressed = " compressed" if key.endswith(".gz") else ""
+    holder = PLAN_CONFIGMAP if kind == CONFIGMAP else SECRETS_SECRET
+    return RaygitopsError(f"the hook's {what} for {where} ({kind} {holder}) would hold {len(raw):,} bytes{compressed}, "
+                          f"over the {MAX_DATA_BYTES:,} the API server allows: {cause}")
+
+
 def _plan_configmap(plan: Plan, settings: Settings) -> dict[str, Any]:
     key, raw = _packed(PLAN_KEY, plan.dumps())
+    if len(raw) > MAX_DATA_BYTES:
+        raise _too_big("plan", plan, key, raw, plan.config_maps, CONFIGMAP)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -107,6 +130,8 @@ def _plan_configmap(plan: Plan, settings: Settings) -> dict[str, Any]:
 
 def _secrets_secret(plan: Plan, settings: Settings) -> dict[str, Any]:
     key, raw = _packed(SECRETS_KEY, secrets_json(plan))
+    if len(raw) > MAX_DATA_BYTES:
+        raise _too_big("secrets file", plan, key, raw, plan.secrets, SECRET)
     return {
         "apiVersion": "v1",
         "kind": "Secret",

@@ -16,21 +16,12 @@ from typing import Any, Callable, Iterable, TextIO
 
 from raygitops.errors import RaygitopsError
 from raygitops.model.plan import secrets_json
+from raygitops.model.scope import namespaced
 from raygitops.sources.yamlio import dump, dump_stream
 from raygitops.model.names import OUT_MARKER
 
 SPOOL_IN_MEMORY = 4 << 20
 CLUSTER_SCOPED_DIR = "_cluster"
-CLUSTER_SCOPED_KINDS = frozenset(
-    {
-        "APIService", "CSIDriver", "CSINode", "ClusterIssuer", "ClusterRole",
-        "ClusterRoleBinding", "CustomResourceDefinition", "IngressClass",
-        "MutatingWebhookConfiguration", "Namespace", "Node", "PersistentVolume",
-        "PriorityClass", "RuntimeClass", "StorageClass", "ValidatingAdmissionPolicy",
-        "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration",
-        "VolumeSnapshotClass",
-    }
-)
 
 
 def yaml_stream(objects: Iterable[dict[str, Any]]) -> str:
@@ -68,8 +59,7 @@ def _file_names(objects: list[dict[str, Any]], default_namespace: str) -> list[s
         kind = obj["kind"].lower()
         if qualified and "/" in obj["apiVersion"]:
             kind = f"{kind}.{obj['apiVersion'].split('/')[0]}"
-        folder = CLUSTER_SCOPED_DIR if obj["kind"] in CLUSTER_SCOPED_KINDS else (
-            meta.get("namespace") or default_namespace)
+        folder = (meta.get("namespace") or default_namespace) if namespaced(obj) else CLUSTER_SCOPED_DIR
         return f"{folder}/{kind}-{meta.get('name') or meta.get('generateName')}.yaml"
 
     for obj in objects:

@@ -66,9 +66,10 @@ def read_documents(
     path: str, settings: Settings, env: Mapping[str, str], cli_values: list[str],
     stdin: Any = None, template_stdin: bool = False,
 ) -> Iterable[Document]:
-    """The documents of a directory, one file, or stdin (``-``), parsed as they are iterated
-    (each iteration parses again: render's :class:`~raygitops.render.renderer.ConfigIndex` may look
-    ahead).  A single ``*.j2`` file is templated as in a directory (the values of
+    """The documents of a directory (its files; or what ``helm template`` or ``kustomize
+    build`` makes of a chart or a kustomization: :mod:`raygitops.sources.generators`), one
+    file, or stdin (``-``), parsed as they are iterated (each iteration parses again:
+    render's :class:`~raygitops.render.renderer.ConfigIndex` may look ahead).  A single ``*.j2`` file is templated as in a directory (the values of
     ``--values``), and stdin when asked (``--template``: a helm or kustomize stream may hold
     ``{{ }}`` of its own); values files given are read, and refused when missing or broken,
     whatever the input."""
@@ -83,6 +84,13 @@ def read_documents(
         return TextDocuments(text, "<stdin>")
     target = Path(path)
     if target.is_dir():
+        from raygitops.sources import generators
+
+        kind = generators.app_kind(target)
+        if kind is not None and kind[0] == generators.HELM:
+            return generators.helm_documents(target, path, settings, env, default_namespace(settings, env), cli_values)
+        if kind is not None:
+            return generators.kustomize_documents(target, path, settings, env, cli_values)
         return read_app(target, path, settings, env, cli_values)
     if target.is_file():
         values = load_values([(Path(v), v) for v in cli_values], settings.value_overrides, None)

@@ -21,7 +21,9 @@ from raygitops.render.hookresources import hook_resources
 from raygitops.model.k8snames import object_problem
 from raygitops.model.objmeta import annotations, set_annotation
 from raygitops.model.plan import ClusterPlan, HookSettings, PackedCluster, Plan
-from raygitops.sources.settings import Settings
+from raygitops.model.scope import namespaced
+from raygitops.model.sizes import size_problem
+from raygitops.sources.settings import HOOK_IMAGE_ENV, Settings, unserved_image
 from raygitops.sources.yamlio import Document, Unparsed, may_spell
 from raygitops.model import names
 
@@ -130,7 +132,7 @@ def api_group(api_version: str) -> str:
 
 def _check_accepted(group: str, kind: str, obj: dict[str, Any]) -> None:
     """Refuse what the API server would refuse (checked after render added its annotations)."""
-    problem = object_problem(group, kind, obj)
+    problem = object_problem(group, kind, obj) or size_problem(group, kind, obj)
     if problem:
         raise RaygitopsError(problem)
 
@@ -153,13 +155,21 @@ def _check_operator_knows_upgrade_strategy(version: str | None) -> None:
         )
 
 
-def _check_schema(spec: dict[str, Any], kuberay_version: str | None) -> list[str]:
-    """What the API server would prune or refuse is an error here, at the file and line (an
+# schema errors listed at once for one RayCluster (the rest are counted)
+MAX_SCHEMA_ERRORS = 20
+
+
+def _check_schema(spec: dict[str, Any], kuberay_version: str | None, doc: Document) -> list[str]:
+    """What the API server would prune or refuse is an error here, each at its own line (an
     unknown field only a warning when the target's own CRD is not known); the warnings."""
     found = crdschema.check_spec(spec, kuberay_version)
     if found.errors:
-        more = f" (and {len(found.errors) - 1} more)" if len(found.errors) > 1 else ""
-        raise RaygitopsError(f"{found.errors[0]}{more}")
+        shown = found.errors[:MAX_SCHEMA_ERRORS]
+        errors = [RaygitopsError(problem, line=line) for problem, line in zip(shown, doc.lines_of(shown))]
+        if len(found.errors) > len(shown):
+            errors.append(RaygitopsError(f"and {len(found.errors) - len(shown)} more schema errors in this RayCluster",
+                                         line=doc.line))
+        raise RaygitopsError(errors[0].message, line=errors[0].line, also=errors[1:])
     return found.warnings
 
 
@@ -176,7 +186,7 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings, ru
         strategy.move_strategy_to_annotation(obj, chosen)
     elif "upgradeStrategy" in spec:
         _check_operator_knows_upgrade_strategy(settings.kuberay_version)
-    warnings = _check_schema(spec, settings.kuberay_version) if settings.validate_schema else []
+    warnings = _check_schema(spec, settings.kuberay_version, doc) if settings.validate_schema else []
     hashes = hash_spec(shaping, rules)
     _write_hashes(spec, hashes)
     # A spec that keeps KubeRay's own Recreate is not config-hashed: the operator hashes the
@@ -309,6 +319,8 @@ class Render:
     def __init__(self, documents: Iterable[Document], settings: Settings, default_namespace: str | None,
                  app: str | None = None, keep: bool = True) -> None:
         self.result = RenderResult(default_namespace=default_namespace, settings=settings)
+        # what reading the app left out and says so (an object in a values file, ...)
+        self.result.warnings += getattr(documents, "warnings", [])
         self._documents, self._settings, self._app, self._keep = documents, settings, app, keep
         self._configs = ConfigIndex(documents, default_namespace)
         self._rules = HashRules(tuple(settings.hash_ignore))
@@ -348,14 +360,15 @@ class Render:
                 doc.path, doc.line,
             )
         self._seen[identity] = where
+        # Every namespaced object lands where the duplicate check, the hook's plan and Role,
+        # and --out take it to be, as kustomize's `namespace:` sets it (Argo CD would
+        # otherwise put a namespace-less one in its destination, whatever raygitops.yaml
+        # says); for Helm it stays where Helm puts it, and so does the hook.
+        if namespace and namespaced(obj) and not obj["metadata"].get("namespace"):
+            obj["metadata"]["namespace"] = namespace
         try:
             strategy.check_no_hook_annotations(obj)
             if is_raycluster(obj):
-                # The hook looks for the cluster where the plan says: make sure it lands there
-                # (Argo CD would otherwise put a namespace-less one in its destination);
-                # for Helm it stays where Helm puts it, and so does the hook.
-                if namespace:
-                    obj["metadata"].setdefault("namespace", namespace)
                 cluster, warnings = _render_cluster(doc, namespace, self._settings, self._rules, self._configs)
                 for warning in [*strategy.annotation_warnings(obj), *warnings]:
                     self._warnings.add(printable(where), warning)
@@ -384,6 +397,11 @@ class Render:
         # trap, a CRD that drops the field) and says so.
         namespaces = sorted({ns for ns, c in self._plans if strategy.opted_in(c.strategy) or c.native},
                             key=lambda ns: ns or "")
+        if namespaces and unserved_image(settings.hook_image):
+            self.result.warnings.append(
+                f"hook image {settings.hook_image}: no registry serves it, so the hook Job's pod cannot pull it "
+                "(it waits in ImagePullBackOff until its deadline): set hook.image (the hook-image parameter, "
+                f"--hook-image or {HOOK_IMAGE_ENV}) to the raygitops image you pushed")
         if None in namespaces and len(namespaces) > 1:
             # Helm would put both hooks in the release namespace if it is one of the named ones,
             # and the second plan would replace the first.

@@ -84,30 +84,77 @@ def is_values_file(rel: str) -> bool:
     return parts[0] == "values" or fnmatch.fnmatch(parts[-1], "values*.y*ml")
 
 
-def app_files(app_dir: Path, skip: Iterable[Path], exclude: list[str]) -> list[Path]:
-    """Manifest and template files under ``app_dir``, sorted; hidden entries skipped, and
-    directories ``render --out`` wrote (they hold its marker): render never reads its own
-    output (the Flux layout keeps ``rendered/`` beside the app)."""
+def _walk(app_dir: Path, shown_as: str) -> Iterator[tuple[Path, list[str]]]:
+    """Each directory of the app (symlinked ones followed while they stay inside it, each
+    real directory once) and its file names; hidden entries and directories ``render --out``
+    wrote (they hold its marker) left out: render never reads its own output (the Flux
+    layout keeps ``rendered/`` beside the app).  A symlinked directory that leads outside the
+    app is an error, as a symlinked file is."""
+    root = _resolve(app_dir, shown_as)
+    seen = {root}
+    for dirpath, dirnames, filenames in os.walk(app_dir, followlinks=True):
+        kept = []
+        # real directories first: a link to one of them is the one left out
+        for d in sorted(dirnames, key=lambda d: ((Path(dirpath) / d).is_symlink(), d)):
+            path = Path(dirpath) / d
+            if d.startswith(".") or (path / OUT_MARKER).is_file():
+                continue
+            real = _inside(root, path, _display(app_dir, shown_as, path)) if path.is_symlink() else path.resolve()
+            if real not in seen:
+                seen.add(real)
+                kept.append(d)
+        dirnames[:] = kept
+        yield Path(dirpath), filenames
+
+
+def app_files(app_dir: Path, skip: Iterable[Path], exclude: list[str], shown_as: str = ""
+              ) -> tuple[list[Path], list[Path]]:
+    """Manifest and template files under ``app_dir``, sorted (:func:`_walk`); and the values
+    files among them that nothing reads (``skip``: the values files the app uses)."""
     skipped = {_resolve(p, str(p)) for p in skip}
     found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(app_dir, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith(".")
-                             and not (Path(dirpath) / d / OUT_MARKER).is_file())
+    unread: list[Path] = []
+    for dirpath, filenames in _walk(app_dir, shown_as):
         for name in filenames:
             if name.startswith(".") or name in CONFIG_NAMES:
                 continue
             if not (name.endswith(MANIFEST_SUFFIXES) or name.endswith(TEMPLATE_SUFFIX)):
                 continue
-            path = Path(dirpath) / name
+            path = dirpath / name
             rel = path.relative_to(app_dir).as_posix()
-            if is_values_file(rel):
-                continue
             if any(fnmatch.fnmatch(rel, pattern) for pattern in exclude):
                 continue
             if not path.is_symlink() and path.resolve() in skipped:
                 continue
-            found.append(path)
-    return sorted(found, key=lambda p: p.relative_to(app_dir).as_posix())
+            (unread if is_values_file(rel) else found).append(path)
+    order = lambda p: p.relative_to(app_dir).as_posix()  # noqa: E731
+    return sorted(found, key=order), sorted(unread, key=order)
+
+
+def objects_in_values_files(root: Path, app_dir: Path, shown_as: str, files: list[Path]) -> list[str]:
+    """``path:line: ...`` for each Kubernetes object (apiVersion and kind) in a values file
+    nothing reads: values files are never manifests, so it would be dropped without a word
+    (with Argo CD's prune, a RayCluster moved there is deleted)."""
+    found = []
+    for path in files:
+        display = _display(app_dir, shown_as, path)
+        if path.name.endswith(TEMPLATE_SUFFIX):
+            continue
+        try:
+            text = read_text(root, path, display)
+            if "apiVersion" not in text or "kind" not in text:
+                continue
+            documents = list(load_documents(text, display, lists=True))
+        except RaygitopsError:  # not a manifest, not ours to judge
+            continue
+        for doc in documents:
+            obj = doc.obj
+            if isinstance(obj, dict) and isinstance(obj.get("apiVersion"), str) and isinstance(obj.get("kind"), str):
+                name = (obj.get("metadata") or {}).get("name") if isinstance(obj.get("metadata"), dict) else None
+                found.append(f"{display}:{doc.line}: {printable(obj['kind'])} {printable(str(name))[:100]} is not "
+                             "rendered: files named values*.yaml or under values/ are never manifests (rename "
+                             "the file, or add it to exclude)")
+    return found
 
 
 def deep_merge(base: dict, extra: dict) -> dict:
@@ -185,10 +232,11 @@ class AppDocuments:
         self._root, self._app_dir, self._shown_as, self._files = root, app_dir, shown_as, files
         self._context = context
         self._renderer: Any = None
+        self.warnings: list[str] = []  # "path:line: message": what of the app is not rendered
 
     def __iter__(self) -> Iterator[Document]:
         for path in self._files:
-            yield from load_documents(*self._read(path))
+            yield from load_documents(*self._read(path), lists=True)
 
     def holding(self, words: tuple[str, ...]) -> Iterator[Document]:
         """Only the documents in which a scalar may be one of ``words``, the others not
@@ -227,8 +275,10 @@ def read_app(
     ]
     for v in cli_values:  # given on the command line by the user: trusted, any path
         values_files.append((Path(v), v))
-    files = app_files(app_dir, [p for p, _ in values_files], settings.exclude)
+    files, unread = app_files(app_dir, [p for p, _ in values_files], settings.exclude, shown_as)
     # Read now, templates or not: a values file that is missing or broken is an error even
     # where no template would read it (a typo in --values must not pass silently).
     values = load_values(values_files, settings.value_overrides, None)
-    return AppDocuments(root, app_dir, shown_as, files, lambda: template_context(values, env))
+    documents = AppDocuments(root, app_dir, shown_as, files, lambda: template_context(values, env))
+    documents.warnings = objects_in_values_files(root, app_dir, shown_as, unread)
+    return documents

@@ -29,6 +29,17 @@ DEFAULT_IMAGE = f"raygitops:{__version__}"
 HOOK_IMAGE_ENV = "RAYGITOPS_HOOK_IMAGE"
 
 
+def unserved_image(image: str) -> bool:
+    """Whether ``image`` is the local build's name no registry serves: ``raygitops`` with no
+    registry (a node would look for docker.io/library/raygitops, which does not exist)."""
+    name = image.split("@", 1)[0]  # without a digest
+    if ":" in name.rsplit("/", 1)[-1]:  # without a tag (a registry's port is before a "/")
+        name = name.rsplit(":", 1)[0]
+    for prefix in ("docker.io/", "index.docker.io/", "library/"):
+        name = name[len(prefix):] if name.startswith(prefix) else name
+    return name == "raygitops"
+
+
 @dataclass
 class Settings:
     """Everything that shapes a render besides the manifests themselves."""

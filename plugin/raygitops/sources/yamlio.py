@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, TextIO
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Sequence, TextIO
 
 import yaml
 
@@ -32,13 +32,32 @@ MAX_DEPTH = 200
 _BLOCK_START = re.compile(r"^[ ]*(?:(?:[-?:]|---|&\S*|!\S*)[ \t]+)*", re.MULTILINE)
 
 
+# Finds the lines of fields of a document (``spec.workerGroupSpecs[0].minReplica``): parses
+# the document's text again, so only an error pays for it.
+Locator = Callable[[Sequence[str]], "list[int | None]"]
+
+
 @dataclass(frozen=True)
 class Document:
-    """One parsed document with where it came from."""
+    """One parsed document with where it came from (``locate``: the lines of fields in it)."""
 
     obj: Any
     path: str
     line: int
+    locate: Locator | None = field(default=None, compare=False, repr=False)
+
+    def lines_of(self, paths: Sequence[str]) -> list[int | None]:
+        """The line of each field path (as :mod:`raygitops.model.crdschema` writes one) in
+        this document: where the deepest part of it that exists is written; None unknown."""
+        return self.locate(paths) if self.locate is not None else [None] * len(paths)
+
+    def shifted(self, lines: int) -> "Document":
+        """The same document read from a part of a text that starts ``lines`` further down."""
+        locate = self.locate
+        if locate is None:
+            return Document(self.obj, self.path, self.line + lines)
+        return Document(self.obj, self.path, self.line + lines,
+                        lambda paths: [None if n is None else n + lines for n in locate(paths)])
 
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
@@ -441,8 +460,85 @@ def library_error(err: yaml.YAMLError) -> RaygitopsError:
     return RaygitopsError(f"invalid YAML: {problem}", line=mark.line + 1 if mark is not None else None)
 
 
-def load_documents(text: str, path: str) -> Iterator[Document]:
-    """Parse a multi-document YAML (or JSON) stream; empty documents are skipped.
+def _node_lines(root: yaml.Node, paths: Sequence[str]) -> list[int | None]:
+    """For each field path (``spec.a[0].b``, keys joined by ``.``, list indexes in ``[]``,
+    maybe followed by ``: message``), the line of the deepest part written in ``root``: a
+    key's own line where the key exists, else its parent's.  Keys may hold dots: the path
+    is matched against the keys the document has."""
+    found: list[int | None] = []
+    for path in paths:
+        node, rest, line = root, "." + path, root.start_mark.line + 1
+        while rest:
+            if rest[0] == "[" and isinstance(node, yaml.SequenceNode) and "]" in rest:
+                index = rest[1:rest.index("]")]
+                if not index.isdigit() or int(index) >= len(node.value):
+                    break
+                node, rest = node.value[int(index)], rest[rest.index("]") + 1:]
+                line = node.start_mark.line + 1
+            elif rest[0] == "." and isinstance(node, yaml.MappingNode):
+                keys = [(k, v) for k, v in node.value if isinstance(k, yaml.ScalarNode)
+                        and rest[1:].startswith(k.value) and rest[1 + len(k.value):][:1] in ("", ".", "[", ":")]
+                if not keys:
+                    break
+                key, node = max(keys, key=lambda kv: len(kv[0].value))
+                rest, line = rest[1 + len(key.value):], key.start_mark.line + 1
+            else:
+                break
+        found.append(line)
+    return found
+
+
+def _locator(text: str, start: int, prefix: str = "") -> Locator:
+    """Lines of fields in the document of ``text`` that starts at character ``start``
+    (``prefix``: the path of a List item in its List)."""
+
+    def locate(paths: Sequence[str]) -> list[int | None]:
+        loader = _StrictLoader(text)
+        try:
+            while loader.check_node():
+                node = loader.get_node()
+                if node.start_mark.index == start:
+                    return _node_lines(node, [prefix + p for p in paths])
+        except (yaml.YAMLError, RaygitopsError):
+            pass
+        finally:
+            loader.dispose()
+        return [None] * len(paths)
+
+    return locate
+
+
+def _list_items(obj: Any, node: yaml.Node, path: str, text: str, start: int, prefix: str = ""
+                ) -> Iterator[Document] | None:
+    """The items of a List (``kind: List``, ``ConfigMapList``, ...: a kind ending in ``List``
+    with an ``items`` list), each at its own line, Lists in it flattened, as kubectl reads
+    them; None when ``obj`` is not one.  ``start``: where the List's document starts in
+    ``text``; ``prefix``: the path of ``obj`` in it."""
+    if not (isinstance(obj, dict) and isinstance(obj.get("kind"), str) and obj["kind"].endswith("List")
+            and isinstance(obj.get("apiVersion"), str) and isinstance(obj.get("items"), list)):
+        return None
+    nodes: list[yaml.Node] = []
+    if isinstance(node, yaml.MappingNode):
+        nodes = next((v.value for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == "items"
+                      and isinstance(v, yaml.SequenceNode)), [])
+    if len(nodes) != len(obj["items"]):  # items through an alias or a merge: the List's own line
+        nodes = [node] * len(obj["items"])
+
+    def items() -> Iterator[Document]:
+        for index, (item, item_node) in enumerate(zip(obj["items"], nodes)):
+            where = f"{prefix}items[{index}]."
+            nested = _list_items(item, item_node, path, text, start, where)
+            if nested is not None:
+                yield from nested
+            elif item is not None:
+                yield Document(item, path, item_node.start_mark.line + 1, _locator(text, start, where))
+
+    return items()
+
+
+def load_documents(text: str, path: str, lists: bool = False) -> Iterator[Document]:
+    """Parse a multi-document YAML (or JSON) stream; empty documents are skipped; with
+    ``lists`` (manifests), a List document is read as its items (kubectl's way).
 
     ``text`` must already be decoded; errors carry ``path`` and the line.
     """
@@ -465,7 +561,11 @@ def load_documents(text: str, path: str) -> Iterator[Document]:
                 raise RaygitopsError(f"invalid value: {problem}", line=line) from None
             if obj is None:
                 continue
-            yield Document(obj, path, line)
+            items = _list_items(obj, node, path, text, node.start_mark.index) if lists else None
+            if items is not None:
+                yield from items
+            else:
+                yield Document(obj, path, line, _locator(text, node.start_mark.index))
     except yaml.YAMLError as err:
         raise library_error(err).located(path) from None
     except RecursionError:
@@ -485,7 +585,7 @@ class TextDocuments:
     path: str
 
     def __iter__(self) -> Iterator[Document]:
-        return load_documents(self.text, self.path)
+        return load_documents(self.text, self.path, lists=True)
 
     def holding(self, words: tuple[str, ...]) -> Iterator[Document]:
         """Only the documents in which a scalar may be one of ``words`` (:func:`documents_holding`)."""
@@ -516,7 +616,8 @@ class Unparsed:
 
     def documents(self) -> list[Document]:
         """Parsed, lines counted in the whole text (errors as the part's: its lines)."""
-        return [Document(d.obj, self.path, d.line + self.line) for d in load_documents(self.text, self.path)]
+        return [Document(d.obj, self.path, d.line + self.line)
+                for d in load_documents(self.text, self.path, lists=True)]
 
 
 def unparsed_holding(text: str, path: str, words: tuple[str, ...]) -> list[Unparsed]:
@@ -539,15 +640,16 @@ def unparsed_holding(text: str, path: str, words: tuple[str, ...]) -> list[Unpar
 
 
 def documents_holding(text: str, path: str, words: tuple[str, ...]) -> Iterator[Document]:
-    """The documents of ``text`` in which a scalar may be one of ``words`` (:func:`may_spell`),
-    each parsed alone (:func:`unparsed_holding`): the others are not parsed.  A text whose
-    parts do not parse alone is parsed whole (and its errors are those of the whole)."""
+    """The manifests (Lists read as their items) of ``text`` in which a scalar may be one of
+    ``words`` (:func:`may_spell`), each parsed alone (:func:`unparsed_holding`): the others are
+    not parsed.  A text whose parts do not parse alone is parsed whole (and its errors are
+    those of the whole)."""
     found: list[Document] = []
     try:
         for part in unparsed_holding(text, path, words):
             found += part.documents()
     except RaygitopsError:
-        yield from load_documents(text, path)
+        yield from load_documents(text, path, lists=True)
         return
     yield from found
 
