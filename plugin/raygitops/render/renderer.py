@@ -319,8 +319,6 @@ class Render:
     def __init__(self, documents: Iterable[Document], settings: Settings, default_namespace: str | None,
                  app: str | None = None, keep: bool = True) -> None:
         self.result = RenderResult(default_namespace=default_namespace, settings=settings)
-        # what reading the app left out and says so (an object in a values file, ...)
-        self.result.warnings += getattr(documents, "warnings", [])
         self._documents, self._settings, self._app, self._keep = documents, settings, app, keep
         self._configs = ConfigIndex(documents, default_namespace)
         self._rules = HashRules(tuple(settings.hash_ignore))
@@ -340,7 +338,9 @@ class Render:
         if empty:
             raise RaygitopsError("the app has no documents: refusing to render an empty stream "
                                  "(Argo CD would prune every resource)")
-        self.result.warnings = self._warnings.lines()
+        # what reading the app left out and says so (an object in a values file, ...), then
+        # render's own, each once
+        self.result.warnings = [*getattr(self._documents, "warnings", []), *self._warnings.lines()]
         yield from self._hooks()
 
     def collect(self) -> RenderResult:
