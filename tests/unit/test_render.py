@@ -108,7 +108,8 @@ def test_hook_rbac_is_least_privilege_and_job_is_locked_down(tmp_path: Path) -> 
     assert verbs == {
         ("ray.io", "rayclusters", (), v) for v in ("get", "list", "watch", "patch")
     } | {("", "pods", (), v) for v in ("list", "watch", "delete")} | {("", "events", (), "create")} | {
-        ("batch", "jobs", ("raygitops-presync",), "patch")}  # its own Job only: the failure reason
+        ("batch", "jobs", ("raygitops-presync",), "patch")} | {  # its own Job only: the failure reason
+        ("", "services/proxy", ("c-head-svc:dashboard",), "get")}  # its head's dashboard port only: running jobs
     job = next(o for o in result.objects if o["kind"] == "Job")
     pod = job["spec"]["template"]["spec"]
     container = pod["containers"][0]

@@ -13,6 +13,8 @@ STRATEGY_ANNOTATION = "raygitops.dev/upgrade-strategy"
 MAX_UNAVAILABLE_ANNOTATION = "raygitops.dev/max-unavailable"
 MAX_UNAVAILABLE_BY_GROUP_ANNOTATION = "raygitops.dev/max-unavailable-by-group"  # "gpu=1, cpu=50%"
 TRACK_ANNOTATION = "raygitops.dev/hash-config"  # "false": this cluster's config is not hashed
+RUNNING_JOBS_ANNOTATION = "raygitops.dev/running-jobs"  # wait | fail | proceed (model/jobs.py)
+RUNNING_JOBS_WAIT_ANNOTATION = "raygitops.dev/running-jobs-wait-seconds"  # the wait's bound
 
 # --- hashes (render stamps them on group templates and on the RayCluster) --------------------
 HASH_ANNOTATION = "raygitops.dev/template-hash"

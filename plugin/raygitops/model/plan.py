@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from raygitops import __version__
-from raygitops.model import convert, strategy
+from raygitops.model import convert, jobs, strategy
 from raygitops.model.configrefs import CONFIGMAP, SECRET
 from raygitops.errors import RaygitopsError
 from raygitops.model.hashing import NO_RULES, SCHEME, GroupHashes, HashRules, PodShapingSpec
@@ -50,6 +50,22 @@ class ClusterPlan:
     config_maps: tuple[str, ...] = ()
     secret_config: dict[str, str] = field(default_factory=dict)
     secrets: tuple[str, ...] = ()
+    # what a cycle does about running Ray jobs (model/jobs.py), and where it asks the head
+    # (None: KubeRay's default head service, <name>-head-svc, port "dashboard")
+    jobs_policy: jobs.Policy = field(default_factory=jobs.Policy)
+    dashboard: jobs.Dashboard | None = None
+
+    def head_dashboard(self) -> jobs.Dashboard:
+        """Where the hook asks this cluster's head for its running jobs."""
+        return self.dashboard or jobs.Dashboard(f"{self.name}-head-svc")
+
+    @property
+    def asks(self) -> jobs.Dashboard | None:
+        """The head a cycle on this cluster asks for running jobs (the hook's Role then lets it
+        reach that dashboard through the head service's proxy); None when it asks none."""
+        if strategy.opted_in(self.strategy) and not self.owner and self.jobs_policy.action != jobs.PROCEED:
+            return self.head_dashboard()
+        return None
 
     def limit_of(self, group: str) -> str:
         """The max-unavailable bound of worker group ``group``."""
@@ -84,6 +100,11 @@ class ClusterPlan:
         if self.secret_config:
             data["secretHashes"] = dict(sorted(self.secret_config.items()))
             data["secrets"] = list(self.secrets)
+        if not self.jobs_policy.is_default:  # absent otherwise: plans without it keep their digest
+            data["runningJobs"] = {"policy": self.jobs_policy.action,
+                                   **({"waitSeconds": self.jobs_policy.wait_seconds} if self.jobs_policy.wait_seconds else {})}
+        if self.dashboard is not None:
+            data["dashboard"] = {"service": self.dashboard.service, "port": self.dashboard.port}
         return data
 
     @property
@@ -92,7 +113,8 @@ class ClusterPlan:
         return _compact(self.to_json())
 
     def packed(self) -> "PackedCluster":
-        return PackedCluster(self.name, self.strategy, self.native, self.config_maps, self.secrets, self.text)
+        return PackedCluster(self.name, self.strategy, self.native, self.config_maps, self.secrets, self.text,
+                             self.asks)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ClusterPlan":
@@ -110,6 +132,8 @@ class ClusterPlan:
             config_maps=tuple(convert.string_list(data.get("configMaps") or [])),
             secret_config={str(k): str(v) for k, v in (data.get("secretHashes") or {}).items()},
             secrets=tuple(convert.string_list(data.get("secrets") or [])),
+            jobs_policy=_jobs_policy(data),
+            dashboard=_dashboard(data),
         )
 
 
@@ -125,6 +149,7 @@ class PackedCluster:
     config_maps: tuple[str, ...]
     secrets: tuple[str, ...]
     text: str
+    asks: jobs.Dashboard | None = None  # the head the hook asks for running jobs (ClusterPlan.asks)
 
     def to_json(self) -> dict[str, Any]:
         return json.loads(self.text)
@@ -154,6 +179,31 @@ def _contents(value: Any, what: str, sections: tuple[str, ...]) -> dict[str, dic
         out[str(name)] = {k: body[k] if k == "type" else dict(body[k])
                           for k in (*sections, "type") if k in body}
     return out
+
+
+def _jobs_policy(data: dict[str, Any]) -> jobs.Policy:
+    """``runningJobs`` of a plan entry, held to render's rules (absent: the default)."""
+    value = data.get("runningJobs")
+    if value is None:
+        return jobs.Policy()
+    if not isinstance(value, dict):
+        raise ValueError(f"clusters[{data.get('name')}].runningJobs is not a mapping")
+    try:
+        action = jobs.parse_policy(value.get("policy"))
+        wait = None if value.get("waitSeconds") is None else jobs.parse_wait_seconds(value["waitSeconds"])
+    except ValueError as err:
+        raise ValueError(f"clusters[{data.get('name')}].runningJobs: {err}") from None
+    return jobs.Policy(action, wait)
+
+
+def _dashboard(data: dict[str, Any]) -> jobs.Dashboard | None:
+    value = data.get("dashboard")
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not isinstance(value.get("service"), str) or not (
+            value.get("port") is None or isinstance(value.get("port"), str)):
+        raise ValueError(f"clusters[{data.get('name')}].dashboard is not {{service, port}} strings")
+    return jobs.Dashboard(value["service"], value.get("port"))
 
 
 def _max_unavailable_by_group(data: dict[str, Any]) -> dict[str, str]:

@@ -16,8 +16,11 @@ from raygitops.model.names import (
     MAX_UNAVAILABLE_ANNOTATION,
     MAX_UNAVAILABLE_BY_GROUP_ANNOTATION,
     ORIGIN_LABEL,
+    RUNNING_JOBS_ANNOTATION,
+    RUNNING_JOBS_WAIT_ANNOTATION,
     STRATEGY_ANNOTATION,
 )
+from raygitops.model import jobs
 
 RECREATE = "Recreate"
 REPLACE_GROUPS = "ReplaceGroups"  # only the changed worker groups' pods, in batches (docs/presync.md)
@@ -157,6 +160,36 @@ def max_unavailable_by_group(obj: dict[str, Any], chosen: str, groups: Iterable[
     return out
 
 
+def jobs_policy(obj: dict[str, Any], chosen: str, default: jobs.Policy) -> jobs.Policy:
+    """The cluster's running-jobs policy: ``raygitops.dev/running-jobs`` and
+    ``raygitops.dev/running-jobs-wait-seconds`` over the app's ``default`` (raygitops.yaml,
+    Argo CD parameters). Refused on a cluster raygitops does not recreate, where it would
+    silently do nothing."""
+    ann = annotations(obj)
+    values = {key: ann.get(key) for key in (RUNNING_JOBS_ANNOTATION, RUNNING_JOBS_WAIT_ANNOTATION)}
+    for key, value in values.items():
+        if value is not None and not opted_in(chosen):
+            raise RaygitopsError(f"annotation {key} applies only to clusters raygitops recreates "
+                                 f"({STRATEGY_ANNOTATION}: Recreate or ReplaceGroups; this cluster's is {chosen})")
+    try:
+        action = default.action if values[RUNNING_JOBS_ANNOTATION] is None else jobs.parse_policy(
+            values[RUNNING_JOBS_ANNOTATION])
+    except ValueError as err:
+        raise RaygitopsError(f"annotation {RUNNING_JOBS_ANNOTATION}: {printable(str(err))[:100]}") from None
+    try:
+        text = values[RUNNING_JOBS_WAIT_ANNOTATION]
+        if text is not None and not isinstance(text, str):
+            raise ValueError(f"is {type(text).__name__} {printable(repr(text))[:40]}, not a string")
+        wait = default.wait_seconds if text is None else jobs.parse_wait_seconds(text)
+    except ValueError as err:
+        raise RaygitopsError(f"annotation {RUNNING_JOBS_WAIT_ANNOTATION}: {printable(str(err))[:100]} "
+                             "(quote it: \"600\")") from None
+    if values[RUNNING_JOBS_WAIT_ANNOTATION] is not None and action != jobs.WAIT:
+        raise RaygitopsError(f"annotation {RUNNING_JOBS_WAIT_ANNOTATION} applies only with "
+                             f"{RUNNING_JOBS_ANNOTATION}: wait (this cluster's is {action})")
+    return jobs.Policy(action, wait if action == jobs.WAIT else None)
+
+
 def native_recreate(obj: dict[str, Any]) -> bool:
     """Whether the manifest asks the KubeRay >= 1.6 operator itself to recreate the pods."""
     return _spec_strategy(obj.get("spec")) == RECREATE
@@ -164,6 +197,7 @@ def native_recreate(obj: dict[str, Any]) -> bool:
 
 # The raygitops.dev/* keys a RayCluster manifest may carry (render writes the hash ones).
 KNOWN_ANNOTATIONS = (STRATEGY_ANNOTATION, MAX_UNAVAILABLE_ANNOTATION, MAX_UNAVAILABLE_BY_GROUP_ANNOTATION,
+                     RUNNING_JOBS_ANNOTATION, RUNNING_JOBS_WAIT_ANNOTATION,
                      "raygitops.dev/template-hash",
                      "raygitops.dev/template-hashes")
 

@@ -66,6 +66,14 @@ def _config_rules(plan: Plan) -> list[dict[str, Any]]:
     return rules
 
 
+def _jobs_rules(plan: Plan) -> list[dict[str, Any]]:
+    """GET through the API server's service proxy, to the dashboard port of the head Service
+    of each cluster whose cycle asks its head for running jobs (model/jobs.py): that Service
+    and port by name only (the name RBAC sees is ``<service>:<port>``), nothing else."""
+    names = sorted({c.asks.proxy_name for c in plan.clusters if c.asks is not None and c.asks.port is not None})
+    return [{"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": names, "verbs": ["get"]}] if names else []
+
+
 def _hook_annotations(wave: int, helm: bool) -> dict[str, str]:
     if helm:
         return {
@@ -228,7 +236,7 @@ def hook_resources(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
                       # only its own Job, only to write a failure's reason on it
                       {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [_job_name(plan, settings)],
                        "verbs": ["patch"]},
-                      *_config_rules(plan)],
+                      *_config_rules(plan), *_jobs_rules(plan)],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",

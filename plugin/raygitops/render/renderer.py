@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from raygitops.model import configrefs, crdschema, native, strategy
+from raygitops.model import configrefs, crdschema, jobs, native, strategy
 from raygitops.errors import RaygitopsError, printable
 from raygitops.model.hashing import GroupHashes, HashRules, PodShapingSpec, hash_spec, pod_shaping_spec, stamp_group
 from raygitops.model.names import HASHES_ANNOTATION
@@ -196,8 +196,10 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings, ru
     # created right after it must already carry their hash.
     shaping = pod_shaping_spec(spec)
     set_annotation(obj, HASHES_ANNOTATION, hashes.annotation())
+    name = obj["metadata"]["name"]
+    dashboard = jobs.Dashboard(jobs.head_service(name, spec), jobs.dashboard_port(spec))
     cluster = ClusterPlan(
-        name=obj["metadata"]["name"],
+        name=name,
         strategy=chosen,
         hashes=hashes,
         pod_spec=shaping,
@@ -211,7 +213,13 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings, ru
         config_maps=tuple(configrefs.tracked_names(found, configrefs.CONFIGMAP)),
         secret_config=config[configrefs.SECRET],
         secrets=tuple(configrefs.tracked_names(found, configrefs.SECRET)),
+        jobs_policy=strategy.jobs_policy(obj, chosen, jobs.Policy(settings.running_jobs,
+                                                                   settings.running_jobs_wait_seconds)),
+        dashboard=None if dashboard == jobs.Dashboard(f"{name}-head-svc") else dashboard,
     )
+    if cluster.asks is not None and dashboard.port is None:
+        warnings.append(f"{jobs.no_dashboard(dashboard).detail}: the hook cannot ask its head for running jobs, "
+                        f"so with policy {cluster.jobs_policy.action} every recreate fails closed while the head is Ready")
     return RenderedCluster(namespace, cluster.name, cluster, spec, f"{doc.path}:{doc.line}",
                            sorted({u for c in found for u in c.untracked}),
                            {ref: configrefs.content(objects[ref]) for c in found for ref in c.tracked}), warnings

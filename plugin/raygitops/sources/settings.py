@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from raygitops import __version__
-from raygitops.model import convert, operators
+from raygitops.model import convert, jobs, operators
 from raygitops.errors import RaygitopsError
 from raygitops.model.hashing import DEFAULT_IGNORED_KEYS
 from raygitops.model.plan import HookSettings
@@ -59,6 +59,10 @@ class Settings:
     timeout_seconds: int = HookSettings.timeout_seconds
     max_parallel: int = HookSettings.max_parallel
     wait_ready: bool = HookSettings.wait_ready
+    # what the hook does about running Ray jobs, for clusters whose annotation does not say
+    # (raygitops.model.jobs; carried per cluster in the plan)
+    running_jobs: str = jobs.WAIT
+    running_jobs_wait_seconds: int | None = None
     # Flux applies hooks as plain objects: a Job is immutable, so its name carries the plan hash.
     hook_name_suffix: bool = False
     # Helm's post-renderer: the hook objects are Helm hooks, and objects that name no namespace
@@ -87,6 +91,8 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "timeout_seconds": convert.integer_in(*convert.TIMEOUT_SECONDS),
     "max_parallel": convert.integer_in(*convert.MAX_PARALLEL),
     "wait_ready": convert.boolean,
+    "running_jobs": jobs.parse_policy,
+    "running_jobs_wait_seconds": jobs.parse_wait_seconds,
     "hook_name_suffix": convert.boolean,
     "helm": convert.boolean,
     "validate_schema": convert.boolean,
@@ -100,14 +106,16 @@ _TOP_KEYS = {"values": "values_files", "namespace": "namespace", "exclude": "exc
 _PREVIEW_KEYS = {"mask": "mask_names", "unmask": "unmask_names"}
 _HASH_KEYS = {"ignore": "hash_ignore"}
 _HOOK_KEYS = {"image": "hook_image", "drainGraceSeconds": "drain_grace_seconds", "timeoutSeconds": "timeout_seconds",
-              "maxParallel": "max_parallel", "waitReady": "wait_ready", "jobNameWithPlanHash": "hook_name_suffix"}
+              "maxParallel": "max_parallel", "waitReady": "wait_ready", "jobNameWithPlanHash": "hook_name_suffix",
+              "runningJobs": "running_jobs", "runningJobsWaitSeconds": "running_jobs_wait_seconds"}
 # nested sections of the config file: `hook:`, `preview:` and `hash:`
 _SECTIONS = {"hook": _HOOK_KEYS, "preview": _PREVIEW_KEYS, "hash": _HASH_KEYS}
 # Argo CD parameter name -> Settings field; `values-files` and `values` handled apart.
 PARAMETERS = {"namespace": "namespace", "keep-upgrade-strategy": "keep_upgrade_strategy",
               "kuberay-version": "kuberay_version", "hook-image": "hook_image",
               "drain-grace-seconds": "drain_grace_seconds", "timeout-seconds": "timeout_seconds",
-              "max-parallel": "max_parallel", "wait-ready": "wait_ready"}
+              "max-parallel": "max_parallel", "wait-ready": "wait_ready", "running-jobs": "running_jobs",
+              "running-jobs-wait-seconds": "running_jobs_wait_seconds"}
 # Settings field -> the `raygitops render` flag that sets it (named in errors).
 FLAGS = {"namespace": "--namespace", "hook_image": "--hook-image", "drain_grace_seconds": "--drain-grace",
          "timeout_seconds": "--timeout", "max_parallel": "--max-parallel", "wait_ready": "--wait-ready",
