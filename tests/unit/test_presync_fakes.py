@@ -27,7 +27,7 @@ from raygitops.clock import Clock
 from raygitops.model.hashing import hash_cluster, pod_shaping_spec
 from raygitops.model.names import HASH_ANNOTATION
 from raygitops.model.plan import ClusterPlan
-from raygitops.kube.client import Conflict, Gone, NotFound
+from raygitops.kube.client import ApiError, Conflict, Gone, NotFound
 
 NS = "ray"
 
@@ -171,6 +171,10 @@ class FakeKube:
         self.deadline: float | None = None  # set by the run, as on the real client
         self.crd_has_upgrade_strategy = True  # KubeRay >= 1.6 CRD
         self.crd_has_suspend = True  # KubeRay >= 1.1 CRD (else the API server prunes spec.suspend)
+        # The Ray head behind every head Service's dashboard port: what GET /api/jobs/ answers
+        # (Ray's JobDetails dicts; None: the proxy answers 503, as for a head without one)
+        self.ray_jobs: list[dict[str, Any]] | None = []
+        self.proxied: list[tuple[str, str, str]] = []  # (namespace, service:port, path) asked
 
     # ---------------------------------------------------------------- helpers for tests
 
@@ -369,12 +373,27 @@ class FakeKube:
                     return True
         return False
 
+    def get_through_service(self, namespace: str, service: str, path: str) -> Any:
+        self._count("proxy")
+        self.proxied.append((namespace, service, path))
+        if self.ray_jobs is None:
+            raise ApiError(503, "ServiceUnavailable", f"no endpoints available for service {service!r}")
+        return copy.deepcopy(self.ray_jobs)
+
     def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         self._count("create")
         self.events.append(event)
 
     def event_reasons(self, name: str) -> list[str]:
         return [e["reason"] for e in self.events if e["involvedObject"]["name"] == name]
+
+
+def ray_job(ident: str = "raysubmit_1", status: str = "RUNNING", started: float | None = None,
+            entrypoint: str = "python train.py") -> dict[str, Any]:
+    """One of Ray's JobDetails as GET /api/jobs/ lists it (start_time in milliseconds)."""
+    return {"type": "SUBMISSION", "submission_id": ident, "job_id": None, "status": status,
+            "entrypoint": entrypoint, "start_time": int((started or 1_800_000_000.0) * 1000), "end_time": None,
+            "metadata": {}, "message": "", "driver_info": None}
 
 
 # ------------------------------------------------------------------ tests of the fake itself

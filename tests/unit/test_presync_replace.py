@@ -184,9 +184,14 @@ def test_next_step_of_a_replacing_lock():
     lock = cycle.replace_lock(locks.new_lock("me", {}, None, 0.0), ("big",), 0.0)
     live["metadata"]["annotations"][names.LOCK_ANNOTATION] = lock.to_annotation()
     replacing = State(verdict.Verdict(NS, "demo", verdict.REPLACE, "drifted"), replace=True, groups=("big",))
+    assert cycle.next_step(live, "me", replacing) == cycle.JOBS  # a run that took it over asks the head first
+    replacing.jobs_cleared = True
     assert cycle.next_step(live, "me", replacing) == cycle.REPLACE
     assert cycle.next_step(live, "me", dataclasses.replace(replacing, replaced=True)) == cycle.WAIT_READY
     assert cycle.next_step(live, "me", dataclasses.replace(replacing, replace=False)) == cycle.SUSPEND  # nothing suspended yet: start the cycle
+    locked = locks.new_lock("me", {}, None, 0.0)  # our own lock, nothing written yet: the first turn writes the spec
+    live["metadata"]["annotations"][names.LOCK_ANNOTATION] = locked.to_annotation()
+    assert cycle.next_step(live, "me", replacing) == cycle.REPLACE
     assert cycle.next_step(live, "other", replacing, 0.0) == cycle.WAIT
 
 

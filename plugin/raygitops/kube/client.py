@@ -29,6 +29,7 @@ RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
 MAX_ATTEMPTS = 8
 BACKOFF_CAP_SECONDS = 8.0
 REQUEST_TIMEOUT_SECONDS = 30.0
+PROXY_TIMEOUT_SECONDS = 10.0  # a GET through a service proxy (a Ray head's dashboard)
 AFTER_DEADLINE_TIMEOUT_SECONDS = 10.0  # each call of the resume that follows a timeout
 USER_AGENT = "raygitops-presync"
 
@@ -130,14 +131,14 @@ class Kube:
 
     def request(self, method: str, path: str, query: dict[str, Any] | None = None, body: Any = None,
                 content_type: str | None = None, timeout: float = REQUEST_TIMEOUT_SECONDS,
-                stream: bool = False, verb: str | None = None) -> Any:
-        """One API call with retries; the parsed JSON answer (or the raw response when
-        ``stream``)."""
+                stream: bool = False, verb: str | None = None, attempts: int = MAX_ATTEMPTS) -> Any:
+        """One API call with retries (at most ``attempts`` tries); the parsed JSON answer (or
+        the raw response when ``stream``)."""
         url = self.creds.host + path
         if query:
             url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
         data = json.dumps(body).encode() if body is not None else None
-        for attempt in range(MAX_ATTEMPTS):
+        for attempt in range(attempts):
             self._count(verb or method)
             read = self._bounded(timeout)
             try:
@@ -147,7 +148,7 @@ class Kube:
                     redirect=False,
                 )
             except (urllib3.exceptions.HTTPError, OSError) as err:
-                if attempt + 1 == MAX_ATTEMPTS:
+                if attempt + 1 == attempts:
                     raise ApiError(0, "ConnectionError", str(err), method, path) from None
                 time.sleep(_retry_after(None, attempt))
                 continue
@@ -158,7 +159,7 @@ class Kube:
             payload = resp.data if not stream else resp.read()
             if stream:
                 resp.release_conn()
-            if resp.status in RETRY_STATUSES and attempt + 1 < MAX_ATTEMPTS:
+            if resp.status in RETRY_STATUSES and attempt + 1 < attempts:
                 time.sleep(_retry_after(resp.headers, attempt))
                 continue
             raise _error(resp.status, payload, method, path)
@@ -251,6 +252,17 @@ class Kube:
         """JSON merge patch; a ``metadata.resourceVersion`` in it is a precondition (409)."""
         return self.request("PATCH", self._core(resource, namespace, name), body=patch,
                             content_type="application/merge-patch+json", verb="patch")
+
+    # ------------------------------------------------------------------ services
+
+    def get_through_service(self, namespace: str, service: str, path: str) -> Any:
+        """GET ``path`` of a Service through the API server's service proxy
+        (``services/<service>/proxy``, ``service`` being ``name:port``): the parsed JSON
+        answer. Short and tried twice at most (whoever asks asks again later); a non-2xx is an
+        :class:`ApiError` (503 when the Service has no endpoint or the backend cannot be
+        reached), an answer that is not JSON a ``ValueError``."""
+        return self.request("GET", f"{self._core('services', namespace, None)}/{quote(service, safe=':')}/proxy/{path}",
+                            timeout=PROXY_TIMEOUT_SECONDS, verb="proxy", attempts=2)
 
     # ------------------------------------------------------------------ pods
 

@@ -241,8 +241,9 @@ def _locked(v: Verdict, plan: ClusterPlan, seen: Observed, lock_text: str) -> Ve
         # dropped, a cluster an earlier run suspended is resumed as it is.
         why = f"owned by {v.owner}" if v.owner else f"not opted in (strategy {plan.strategy})"
         v.action, v.reason = RELEASE, f"{why} but carries a raygitops lock ({found}): dropping it, deleting nothing"
-    elif lock is not None and lock.phase == locks.REPLACING and plan.strategy == REPLACE_GROUPS \
+    elif lock is not None and lock.phase in (locks.LOCKED, locks.REPLACING) and plan.strategy == REPLACE_GROUPS \
             and not _head_drifted(v, plan, seen):
+        # a lock still in phase locked has changed nothing yet: a replacement, as drifted
         v.action = REPLACE
         v.reason = f"a replacement of worker groups is in progress ({found}): finishing it"
     else:

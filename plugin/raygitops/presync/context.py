@@ -39,7 +39,12 @@ class Interrupted(CycleError):
     """A stop was requested (SIGTERM/SIGINT): no new step; resume and report."""
 
 
-class Deferred(CycleError):
+class Untouched(CycleError):
+    """The cycle ends having changed nothing but its own lock (still in phase ``locked``),
+    which is dropped without a record: a deferral, running Ray jobs."""
+
+
+class Deferred(Untouched):
     """Not enough of the run's time budget left to start the cycle."""
 
 
@@ -85,6 +90,7 @@ class State:
     drain_zero_at: float | None = None  # when the drain saw no pod left
     drain_to_resume: float | None = None
     paused_draining: bool = False
+    jobs_cleared: bool = False  # the jobs step let this run's cycle go on (presync/runningjobs.py)
     deleted: dict[str, int] = field(default_factory=dict)  # ReplaceGroups: pods deleted per group
     removed_deleted: int = 0  # pods of removed groups deleted
     progress: str = ""  # the replacement's last progress line
@@ -156,6 +162,11 @@ class Context:
 
     def left(self) -> float:
         return self.opts.deadline - self.clock.monotonic()
+
+    def room_for_waiting(self) -> float:
+        """Seconds a wait before the cycle may still take: what is left of the run but the
+        time one cycle is expected to take (the budget's estimate)."""
+        return self.left() - (self.opts.budget.estimate() if self.opts.budget else self.opts.resume_reserve)
 
     def check_stop(self) -> None:
         if self.opts.stop.is_set():

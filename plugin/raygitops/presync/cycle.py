@@ -7,8 +7,9 @@ the step; :func:`run` reads the cluster, runs that step, and again, so that a 40
 else wrote in between) is just another turn of the loop and any hook run can finish a cycle
 another one started:
 
-    (no lock) ─ACQUIRE→ locked ─SUSPEND→ suspended ─DRAIN (to 0 pods, then the resume
-        write)→ resumed ─WAIT_READY (then the unlock write)→ (no lock: FINISHED)
+    (no lock) ─ACQUIRE→ locked ─JOBS (the Ray head's running jobs: go on, wait, or fail
+        touching nothing)→ ─SUSPEND→ suspended ─DRAIN (to 0 pods, then the resume write)→
+        resumed ─WAIT_READY (then the unlock write)→ (no lock: FINISHED)
 
 After the suspend and after the resume write the operator is prompted
 (:func:`raygitops.presync.prompt.prompt_operator`), so that it deletes and creates the pods
@@ -17,9 +18,10 @@ without waiting for its own requeue; the resume waits until it reports the suspe
 ReplaceGroups (docs/presync.md) takes a shorter path on the same machinery; nothing is
 suspended:
 
-    (no lock) ─ACQUIRE (desired spec + lock ``replacing``, one write)→ replacing ─REPLACE
-        (stale pods of the changed groups deleted in batches of max-unavailable, until none
-        is left)→ ─WAIT_READY (then the unlock write)→ (no lock: FINISHED)
+    (no lock) ─ACQUIRE→ locked ─JOBS→ ─REPLACE (desired spec + lock ``replacing``, one
+        write)→ replacing ─REPLACE (stale pods of the changed groups deleted in batches of
+        max-unavailable, until none is left)→ ─WAIT_READY (then the unlock write)→ (no lock:
+        FINISHED)
 
 A lock held by someone else is waited for (WAIT) while its lease is being renewed, and taken
 over (TAKEOVER) once it is not; after waiting, or after finishing another hook's cycle, the
@@ -46,7 +48,7 @@ from raygitops.model import lock as locks
 from raygitops.model import objmeta, operators, pods, verdict
 from raygitops.model.names import CLUSTER_LABEL, LOCK_ANNOTATION
 from raygitops.model.strategy import DEFAULT_MAX_UNAVAILABLE
-from raygitops.presync import drain, events, lease, patches, polling, prompt, recovery, replace
+from raygitops.presync import drain, events, lease, patches, polling, prompt, recovery, replace, runningjobs
 from raygitops.presync.context import (
     Context,
     CycleError,
@@ -55,6 +57,7 @@ from raygitops.presync.context import (
     Outcome,
     State,
     SuspendUndone,
+    Untouched,
     held_lock,
 )
 
@@ -65,6 +68,7 @@ CHECK = "check"
 ACQUIRE = "acquire"
 WAIT = "wait"
 TAKEOVER = "takeover"
+JOBS = "jobs"
 SUSPEND = "suspend"
 DRAIN = "drain"
 REPLACE = "replace"
@@ -100,12 +104,14 @@ def next_step(live: dict[str, Any] | None, holder: str, s: State, unchanged_for:
         return TAKEOVER  # unreadable: no live holder can be renewing it
     if lock.holder != holder:
         return TAKEOVER if lock.expired(unchanged_for) else WAIT
-    if lock.phase == locks.REPLACING:
+    if lock.phase in (locks.LOCKED, locks.REPLACING):
+        if s.replace and s.replaced:
+            return WAIT_READY
+        if not s.jobs_cleared:
+            return JOBS  # before anything takes pods down: what runs on the cluster's Ray head?
         # a replacement this run does not make (the head drifted meanwhile) becomes a full
         # cycle: nothing was suspended, so it can start from its suspend
-        return (WAIT_READY if s.replaced else REPLACE) if s.replace else SUSPEND
-    if lock.phase == locks.LOCKED:
-        return SUSPEND
+        return REPLACE if s.replace else SUSPEND
     if lock.phase == locks.SUSPENDED:
         return DRAIN if (live.get("spec") or {}).get("suspend") is True else SUSPEND
     return WAIT_READY
@@ -124,7 +130,7 @@ def run(c: Context, decision: verdict.Verdict) -> Outcome:
         result = DEFERRED if isinstance(err, Deferred) else FAILED
         c.log.emit("warn" if result == DEFERRED else "error", c.key, result, message)
         if not isinstance(err, LostLock):
-            message += recovery.recover(c, s, message, deferred=result == DEFERRED)
+            message += recovery.recover(c, s, message, untouched=isinstance(err, Untouched))
     return Outcome(c.ns, c.plan.name, result, message, c.clock.monotonic() - start, s.drain_to_resume)
 
 
@@ -185,16 +191,22 @@ def check(c: Context, s: State) -> tuple[str, str] | None:
 
 
 def acquire(c: Context, s: State) -> None:
+    """Take the lock (phase ``locked``: nothing changed yet), for either strategy."""
     c.check_budget()
     lock = locks.new_lock(c.holder, c.target, s.decision.source, c.clock.now(), c.opts.lease_seconds)
-    if s.replace:
-        _start_replacing(c, s, lock)
-        return
     c.patch(s, patches.lock_patch(s.live, lock))
     lease.written(c)
-    c.log.info(c.key, "lock", f"locked for a recreate: {s.decision.reason}", holder=c.holder)
-    c.event(s, events.STARTED, f"raygitops recreates the pods: {s.decision.reason}")
+    what = "replacing worker groups" if s.replace else "a recreate"
+    c.log.info(c.key, "lock", f"locked for {what}: {s.decision.reason}", holder=c.holder)
+    if not s.replace:
+        c.event(s, events.STARTED, f"raygitops recreates the pods: {s.decision.reason}")
     c.test_pause("locked")
+
+
+def check_jobs(c: Context, s: State) -> None:
+    """Ask the cluster's Ray head which jobs run, and follow its policy
+    (:mod:`raygitops.presync.runningjobs`)."""
+    runningjobs.check(c, s)
 
 
 def wait_for_holder(c: Context, s: State) -> None:
@@ -278,8 +290,12 @@ def drain_and_resume(c: Context, s: State) -> None:
 
 def replace_batch(c: Context, s: State) -> None:
     """One turn: delete what :func:`~raygitops.presync.replace.next_batch` allows, then wait a
-    poll; when nothing is stale any more, the replacement is done (WAIT_READY is next)."""
+    poll; when nothing is stale any more, the replacement is done (WAIT_READY is next). The
+    first turn, on our ``locked`` lock, writes the desired spec (:func:`_start_replacing`)."""
     lock = c.my_lock(s)
+    if lock.phase == locks.LOCKED:
+        _start_replacing(c, s, lock)
+        return
     batch = replace.next_batch(c.plan, s.live, c.pods(), lock.groups)
     if batch.done:
         s.replaced = True
@@ -317,7 +333,7 @@ def wait_ready_and_unlock(c: Context, s: State) -> None:
 
 STEPS: dict[str, Callable[[Context, State], tuple[str, str] | None]] = {
     GONE: gone, FINISHED: finished, CHECK: check, ACQUIRE: acquire, WAIT: wait_for_holder, TAKEOVER: take_over,
-    SUSPEND: suspend, DRAIN: drain_and_resume, REPLACE: replace_batch, WAIT_READY: wait_ready_and_unlock,
+    JOBS: check_jobs, SUSPEND: suspend, DRAIN: drain_and_resume, REPLACE: replace_batch, WAIT_READY: wait_ready_and_unlock,
 }
 
 

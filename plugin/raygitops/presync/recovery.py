@@ -3,7 +3,8 @@
 Resume it (with the desired spec only if the drain had finished, else as it is: its old pods
 come back from the live templates), record the failure (Event ``RecreateFailed``, before the
 unlock: the unlock's answer may be lost after it took effect), then drop our lock with a
-``Failed`` record; a deferred cycle that had only locked drops its lock and records nothing.
+``Failed`` record; a cycle that had only locked (deferred, or held back by running Ray jobs)
+drops its lock and records nothing.
 Every write is read-and-written again on a 409; an API error is retried every
 :data:`RETRY_SECONDS` until the run's deadline plus a minute (after a stop request, for
 :data:`AFTER_STOP_SECONDS`: the pod's grace period is 30 s), and then left to the next run,
@@ -25,7 +26,7 @@ RETRY_SECONDS = 2.0
 _never_stopped = threading.Event()  # recovery goes on after a stop request: that is what it is for
 
 
-def recover(c: Context, s: State, message: str, deferred: bool = False) -> str:
+def recover(c: Context, s: State, message: str, untouched: bool = False) -> str:
     """Resume and unlock; what was done, as a suffix for the report's message."""
     now = c.clock.monotonic()
     until = now + AFTER_STOP_SECONDS if c.opts.stop.is_set() else max(c.opts.deadline, now) + AFTER_DEADLINE_SECONDS
@@ -40,7 +41,7 @@ def recover(c: Context, s: State, message: str, deferred: bool = False) -> str:
                 done = _resume(c, s, lock)
                 c.log.warn(c.key, "resume", done[2:])
                 continue
-            if deferred and lock.phase == locks.LOCKED:
+            if untouched and lock.phase == locks.LOCKED:
                 c.patch(s, patches.unlock_patch(s.live, None))
                 return done
             if not failure_recorded:
