@@ -33,7 +33,8 @@ class Regime:
 
     def config(self, namespace: str) -> dict[str, Any]:
         """The app's raygitops.yaml."""
-        return {"namespace": namespace, "keepUpgradeStrategy": self.keep, "kuberayVersion": self.operator}
+        return {"namespace": namespace, "keepUpgradeStrategy": self.keep, "kuberayVersion": self.operator,
+                "hook": {"runningJobs": "proceed"}}  # kwok's heads run no Ray: no job to ask for
 
     def apply(self, doc: dict[str, Any]) -> dict[str, Any]:
         doc = copy.deepcopy(doc)

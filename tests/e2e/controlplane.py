@@ -85,6 +85,10 @@ KWOK_NODES = 3
 TEMPLATE_HASH = "raygitops.dev/template-hash"  # on each pod, from its group's template
 NODE_LEASE_SECONDS = 40
 TERMINATE_AFTER = "e2e.raygitops.dev/terminate-after"  # a pod's shutdown time ("2s"): kwok deletes it then
+POD_CIDR = "10.244.0.0/16"  # kwok's pod IPs: no machine's (guard_pod_network)
+# kwok's head pods run no Ray: a recreate has no running job to ask for (docs/presync.md
+# "Running jobs"), so the e2e apps say so; only tests/e2e/test_running_jobs.py runs a real head
+KWOK_RUNNING_JOBS = "proceed"
 
 
 class KubectlError(subprocess.CalledProcessError):
@@ -263,6 +267,16 @@ class PKI:
 
     def b64(self, name: str) -> str:
         return base64.b64encode((self.dir / name).read_bytes()).decode()
+
+
+def guard_pod_network(cidr: str = POD_CIDR) -> None:
+    """Make kwok's pod IPs fail fast on this machine: an ``unreachable`` route for the range
+    (idempotent; as root, where ``ip`` exists). The API server's proxy (the hook or status
+    asking a Ray head) then gets "no route to host" at once instead of sending packets for an
+    address no machine here has out through the default route. A test that runs a real Ray
+    head routes that head's one address more specifically (tests/e2e/rayhead.py)."""
+    if os.geteuid() == 0 and shutil.which("ip"):
+        subprocess.run(["ip", "route", "replace", "unreachable", cidr], check=False, capture_output=True)
 
 
 def _die_with_parent() -> None:
@@ -550,7 +564,8 @@ class ControlPlane:
         home.mkdir(exist_ok=True)
         # Node leases: without them kwok's heartbeat is a status update the node controller
         # misses about every 55 s, so every node (and every pod on it) flaps NotReady.
-        args = ["--kubeconfig", self.kubeconfig, "--manage-all-nodes=true", "--cidr=10.244.0.0/16",
+        guard_pod_network()
+        args = ["--kubeconfig", self.kubeconfig, "--manage-all-nodes=true", f"--cidr={POD_CIDR}",
                 "--node-ip=127.0.0.1", f"--node-lease-duration-seconds={NODE_LEASE_SECONDS}"]
         args.append(f"--config={self._kwok_stages(home)}")
         self._run("kwok", args, env=dict(os.environ, HOME=str(home)))

@@ -31,7 +31,8 @@ from test_presync_hook import HASH, desired_hashes, raycluster
 
 pytestmark = pytest.mark.e2e
 
-HOOK = {"drainGraceSeconds": 5, "timeoutSeconds": 180, "maxParallel": 2, "waitReady": True}
+HOOK = {"drainGraceSeconds": 5, "timeoutSeconds": 180, "maxParallel": 2, "waitReady": True,
+        "runningJobs": controlplane.KWOK_RUNNING_JOBS}
 SYNC_TIMEOUT = 240
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import io
+import shutil
 import json
 import subprocess
 import sys
@@ -177,7 +178,13 @@ def _render_with(commit: str, app_dir: Path, tmp: Path) -> list[dict[str, Any]]:
     assert archive.returncode == 0, (f"commit {commit} is not in this clone (a shallow clone?): "
                                      f"{archive.stderr.decode()[:300]}")
     tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(src, filter="data")
-    out = subprocess.run([sys.executable, "-m", "raygitops", "render", str(app_dir), "--format", "json"],
+    # that release knew no hook.runningJobs (it asked no Ray head): the app without it
+    old_app = tmp / f"app-{commit[:8]}"
+    shutil.copytree(app_dir, old_app)
+    config = yaml.safe_load((old_app / "raygitops.yaml").read_text())
+    config.get("hook", {}).pop("runningJobs", None)
+    (old_app / "raygitops.yaml").write_text(yaml.safe_dump(config))
+    out = subprocess.run([sys.executable, "-m", "raygitops", "render", str(old_app), "--format", "json"],
                          capture_output=True, text=True, check=True, env={"PYTHONPATH": str(src / "plugin"),
                                                                           "PATH": "/usr/bin:/bin"})
     doc = json.loads(out.stdout)

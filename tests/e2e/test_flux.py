@@ -95,7 +95,7 @@ class FluxApp(DemoCluster):
         """raygitops.yaml with the user's image (step 1) and the test's namespace."""
         config = yaml.safe_load((EXAMPLE / "app" / "raygitops.yaml").read_text())
         config["namespace"] = self.ns
-        config["hook"].update(image=self.runner.image, **hook)
+        config["hook"].update(image=self.runner.image, runningJobs=controlplane.KWOK_RUNNING_JOBS, **hook)
         (self.app / "raygitops.yaml").write_text(yaml.safe_dump(config))
 
     def write(self, image: str = "rayproject/ray:2.41.0", node_selector: dict[str, str] | None = None,

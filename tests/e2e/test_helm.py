@@ -140,7 +140,8 @@ class Release(DemoCluster):
                 "--post-renderer-args", "--timeout", "--post-renderer-args", str(hook_timeout),
                 "--post-renderer-args", "--drain-grace", "--post-renderer-args", "5",
                 # the image the hook Job runs (docs/helm.md): the one the tests built, the node's only one
-                "--post-renderer-args", "--hook-image", "--post-renderer-args", self.runner.image]
+                "--post-renderer-args", "--hook-image", "--post-renderer-args", self.runner.image,
+                "--post-renderer-args", "--running-jobs", "--post-renderer-args", controlplane.KWOK_RUNNING_JOBS]
 
     def upgrade(self, image: str = OLD, node_selector: dict[str, str] | None = None, hook_timeout: int = 180,
                 check: bool = True) -> subprocess.CompletedProcess:

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from controlplane import TERMINATE_AFTER
+from controlplane import KWOK_RUNNING_JOBS, TERMINATE_AFTER
 
 HASH = "raygitops.dev/template-hash"
 LOCK = "raygitops.dev/recreate"
@@ -83,6 +83,7 @@ class App:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.revision = 0
         self.wait_ready = plane.has("kwok")
+        self.running_jobs = KWOK_RUNNING_JOBS
         # without a scheduler, bind pods to a kwok node ourselves
         self.node_name = "kwok-node-0" if plane.has("kwok") and not plane.has("kube-scheduler") else None
 
@@ -91,7 +92,8 @@ class App:
             old.unlink()
         (self.dir / "raygitops.yaml").write_text(yaml.safe_dump({
             "namespace": self.ns,
-            "hook": {"drainGraceSeconds": 20, "timeoutSeconds": 120, "maxParallel": 4, "waitReady": self.wait_ready},
+            "hook": {"drainGraceSeconds": 20, "timeoutSeconds": 120, "maxParallel": 4, "waitReady": self.wait_ready,
+                     "runningJobs": self.running_jobs},
         }))
         for c in clusters:
             c = copy.deepcopy(c)

@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from controlplane import TERMINATE_AFTER
+from controlplane import KWOK_RUNNING_JOBS, TERMINATE_AFTER
 from reliability import invariants as inv
 
 LEASE_SECONDS = "3"
@@ -123,6 +123,7 @@ class Fleet:
         (app / "raygitops.yaml").write_text(yaml.safe_dump({
             "namespace": self.namespace,
             "hook": {"drainGraceSeconds": self.drain_grace, "timeoutSeconds": self.hook_timeout,
+                     "runningJobs": KWOK_RUNNING_JOBS,
                      "maxParallel": 4, "waitReady": self.wait_ready}}))
         for c in self.clusters(version):
             if only is None or c["metadata"]["name"] in only:

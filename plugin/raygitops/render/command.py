@@ -47,6 +47,11 @@ if TYPE_CHECKING:
               help=f"Hook: clusters recreated at once ({HookSettings.max_parallel}).")
 @click.option("--wait-ready/--no-wait-ready", default=None,
               help=f"Hook: wait until the new pods are ready ({'yes' if HookSettings.wait_ready else 'no'}).")
+@click.option("--running-jobs", default=None, metavar="POLICY",
+              help="Hook: running Ray jobs, for clusters whose annotation does not say: wait (default), fail "
+                   "or proceed.")
+@click.option("--running-jobs-wait-seconds", default=None, metavar="SECONDS",
+              help="Hook: the longest wait for running Ray jobs (default: as long as its timeout allows).")
 @click.option("--flux", "hook_name_suffix", is_flag=True, default=None,
               help="Name the hook Job after the plan hash (Flux and Helm 3 apply Jobs as plain objects).")
 @click.option("--helm", is_flag=True, default=None,

@@ -120,7 +120,8 @@ PARAMETERS = {"namespace": "namespace", "keep-upgrade-strategy": "keep_upgrade_s
 FLAGS = {"namespace": "--namespace", "hook_image": "--hook-image", "drain_grace_seconds": "--drain-grace",
          "timeout_seconds": "--timeout", "max_parallel": "--max-parallel", "wait_ready": "--wait-ready",
          "keep_upgrade_strategy": "--keep-upgrade-strategy", "kuberay_version": "--kuberay-version",
-         "hook_name_suffix": "--flux", "helm": "--helm"}
+         "hook_name_suffix": "--flux", "helm": "--helm", "running_jobs": "--running-jobs",
+         "running_jobs_wait_seconds": "--running-jobs-wait-seconds"}
 
 
 def _set(settings: Settings, attr: str, value: Any, where: Callable[[str], RaygitopsError]) -> None:
