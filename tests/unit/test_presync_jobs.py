@@ -277,3 +277,38 @@ def test_replace_groups_asks_before_it_writes_the_spec_or_deletes_a_pod():
     assert spec_writes and min(spec_writes) >= start + 40  # the desired spec, too, only after the job ended
     assert deleted_at and min(deleted_at) >= start + 40
     assert locks.REPLACING in json.dumps([b for _, b in kube.writes])
+
+
+# ----------------------------------------------------------------------------- status and diff
+
+
+def test_status_asks_the_head_of_a_drifted_cluster_and_says_what_the_next_sync_does(tmp_path):
+    from raygitops.render.pipeline import render_app
+    from raygitops.status.live import statuses
+
+    app = tmp_path / "app"
+    app.mkdir()
+    spec = cluster_spec(image="new:2")
+    del spec["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]  # KubeRay's default ports
+    (app / "raygitops.yaml").write_text(f"namespace: {NS}\nhook: {{runningJobsWaitSeconds: 600}}\n")
+    (app / "c.yaml").write_text(json.dumps({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                                            "metadata": {"name": "demo", "annotations": {names.STRATEGY_ANNOTATION: "Recreate"}},
+                                            "spec": spec}))
+    result = render_app(str(app), cli_values=[], overrides={})
+    kube = FakeKube()
+    kube.add_cluster("demo", with_crd_defaults(stamped(OLD)))
+    kube.ray_jobs = [ray_job(started=1_000.0)]
+    (status,) = statuses(kube, result)
+    assert status.state == "drifted" and kube.proxied == [(NS, "demo-head-svc:dashboard", "api/jobs/")]
+    assert "; 1 Ray job running: raysubmit_1 (RUNNING for " in status.detail
+    assert status.detail.endswith("the next sync waits for them up to 600 s, then fails"), status.detail
+    assert status.to_json()["runningJobs"]["jobs"][0]["id"] == "raysubmit_1"
+    kube.ray_jobs, kube.proxied = [], []
+    (status,) = statuses(kube, result)
+    assert status.detail.endswith("; running jobs: none (the head reports no running or pending job)")
+
+
+def test_the_preview_says_the_policy_and_that_the_hook_asks():
+    assert jobs.outlook(jobs.Policy(jobs.WAIT, 300), jobs.NOT_ASKED_YET, NOW) == (
+        "running jobs: the hook asks the head first (wait for running jobs up to 300 s, then fail)")
+    assert jobs.outlook(jobs.Policy(jobs.PROCEED), jobs.NOT_ASKED_YET, NOW) == "running jobs: not asked for (policy proceed)"

@@ -23,7 +23,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from raygitops.model import configrefs, pods, verdict
+from raygitops.model import configrefs, jobs, pods, verdict
 from raygitops.model.hashing import GroupHashes
 from raygitops.model.names import HOOK_LABEL, NATIVE_HASH_ANNOTATION
 from raygitops.model.objmeta import annotations
@@ -88,6 +88,7 @@ class ClusterImpact:
     source_base: str | None = None
     source_head: str | None = None
     replacement: dict[str, Any] | None = None  # class replace: per group, what goes and how many at a time
+    running_jobs: jobs.Policy | None = None  # recreate / replace by the hook: what it does about running Ray jobs
 
     @property
     def key(self) -> str:
@@ -114,6 +115,9 @@ class ClusterImpact:
             "changes": [c.to_json() for c in self.changes],
             "source": {"base": self.source_base, "head": self.source_head},
             **({"replace": self.replacement} if self.replacement is not None else {}),
+            **({"runningJobs": {"policy": self.running_jobs.action, "waitSeconds": self.running_jobs.wait_seconds,
+                                "asks": self.running_jobs.action != jobs.PROCEED}}
+               if self.running_jobs is not None else {}),
         }
 
 
@@ -349,6 +353,10 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
         if not parts:
             parts.append("only fields outside the template hash changed")
         impact.reason = "; ".join(parts) + ": no pod is recreated"
+    if impact.klass in (RECREATE_CLASS, REPLACE_CLASS) and not v.owner:
+        # the preview has no cluster to ask: it says the policy, and that the hook will ask
+        impact.running_jobs = plan_h.jobs_policy
+        impact.notes.append(jobs.outlook(plan_h.jobs_policy, jobs.NOT_ASKED_YET, 0.0))
     _notes(impact, plan_b, plan_h)
     return impact
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from raygitops.model import jobs
 from raygitops.model import lock as locks
 from raygitops.model import names, objmeta, pods, verdict
 from raygitops.render.renderer import RenderedCluster
@@ -52,6 +53,7 @@ class ClusterStatus:
     operator_version: str | None = None  # ray.io/kuberay-version on the head pod (KubeRay >= 1.6)
     warnings: list[str] = field(default_factory=list)
     replace: dict[str, Any] | None = None  # ReplaceGroups: per group, what the next sync replaces
+    running_jobs: dict[str, Any] | None = None  # drifted: what its Ray head said of running jobs (model/jobs.py)
 
     @property
     def key(self) -> str:
@@ -64,6 +66,7 @@ class ClusterStatus:
             "driftedGroups": list(self.groups), "lock": self.lock, "lastRecreate": self.last_recreate,
             "operatorVersion": self.operator_version, "warnings": list(self.warnings),
             **({"replace": self.replace} if self.replace is not None else {}),
+            **({"runningJobs": self.running_jobs} if self.running_jobs is not None else {}),
         }
 
 
@@ -103,9 +106,16 @@ def _lock(live: dict[str, Any]) -> dict[str, Any] | None:
             "renewedAt": locks.rfc3339(lock.renewed_at)}
 
 
+def asks_head(status: ClusterStatus, cluster: RenderedCluster) -> bool:
+    """Whether the next sync's hook asks this cluster's head for running jobs (it takes pods
+    down, and its policy is not proceed): then status asks it too, and says what it said."""
+    return status.state == DRIFTED and cluster.plan.asks is not None
+
+
 def assess(cluster: RenderedCluster, live: dict[str, Any] | None, pod_list: list[dict[str, Any]],
-           crd_knows: bool | None) -> ClusterStatus:
-    """The status of one rendered RayCluster against its live object and pods."""
+           crd_knows: bool | None, head: jobs.HeadJobs | None = None, now: float = 0.0) -> ClusterStatus:
+    """The status of one rendered RayCluster against its live object and pods, and (``head``)
+    what its Ray head said of running jobs at ``now`` (seconds since the epoch)."""
     plan = cluster.plan
     status = ClusterStatus(cluster.namespace, cluster.name, IN_SYNC, "", plan.strategy, plan.native)
     if live is None:
@@ -121,6 +131,9 @@ def assess(cluster: RenderedCluster, live: dict[str, Any] | None, pod_list: list
     if v.action == verdict.REPLACE and not v.locked:
         status.replace = verdict.replacement(plan, v.drift)
     status.state, status.detail = _state(cluster, v, seen, status.replace)
+    if head is not None and asks_head(status, cluster):
+        status.running_jobs = {"policy": cluster.plan.jobs_policy.action, **head.to_json(now)}
+        status.detail += "; " + jobs.outlook(cluster.plan.jobs_policy, head, now)
     return status
 
 

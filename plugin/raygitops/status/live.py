@@ -1,16 +1,21 @@
 """Read what ``raygitops status`` compares with Git (the only I/O of the status command):
-per namespace, the RayClusters and the Ray pods (two LIST requests), and the RayCluster CRD
-once when a cluster keeps ``spec.upgradeStrategy``.  Read-only: nothing is written."""
+per namespace, the RayClusters and the Ray pods (two LIST requests), the RayCluster CRD once
+when a cluster keeps ``spec.upgradeStrategy``, and for each drifted cluster whose next sync asks
+its Ray head for running jobs, that head (one GET through the service proxy, as the hook asks
+it).  Read-only: nothing is written."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import time
+
 from raygitops.model import objmeta
 from raygitops.model import pods
 from raygitops.kube.client import ApiError, Kube
+from raygitops.kube.rayhead import ask_jobs
 from raygitops.render.renderer import RenderResult
-from raygitops.status.assess import ClusterStatus, assess, crd_knows_upgrade_strategy
+from raygitops.status.assess import ClusterStatus, asks_head, assess, crd_knows_upgrade_strategy
 from raygitops.model import names
 
 
@@ -36,7 +41,11 @@ def statuses(kube: Kube, result: RenderResult) -> list[ClusterStatus]:
             pod_list, _ = kube.list_pods(ns, names.CLUSTER_LABEL)
             live[ns] = (clusters, pods.by_cluster(pod_list))
         clusters, pods_by = live[ns]
-        status = assess(cluster, clusters.get(cluster.name), pods_by.get(cluster.name, []), crd_knows)
+        live_cluster, cluster_pods = clusters.get(cluster.name), pods_by.get(cluster.name, [])
+        status = assess(cluster, live_cluster, cluster_pods, crd_knows)
+        if asks_head(status, cluster):  # the next sync's hook asks its head first: so does status
+            head = ask_jobs(kube, ns, cluster.plan.head_dashboard(), live_cluster, cluster_pods)
+            status = assess(cluster, live_cluster, cluster_pods, crd_knows, head, time.time())
         if problem and cluster.plan.native:
             status.warnings.insert(0, problem)
         out.append(status)
