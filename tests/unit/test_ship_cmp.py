@@ -89,7 +89,7 @@ def test_parameter_announcements_match_settings() -> None:
     apply_parameters(settings, defaults)
     assert settings == Settings()
     # every announced string parameter is accepted by render (a version must look like one)
-    examples = {"kuberay-version": "1.6.2"}
+    examples = {"kuberay-version": "1.6.2", "running-jobs-wait-seconds": "600"}
     for name, p in static.items():
         if p.get("collectionType", "string") == "string" and "string" not in p:
             settings = Settings()
@@ -308,6 +308,8 @@ def test_generate_with_parameters(sandbox: Path, generate) -> None:
         {"name": "wait-ready", "string": "false"},
         {"name": "keep-upgrade-strategy", "string": "true"},
         {"name": "kuberay-version", "string": "v1.6.2"},
+        {"name": "running-jobs", "string": "wait"},
+        {"name": "running-jobs-wait-seconds", "string": "1800"},
     ]
     assert {p["name"] for p in params} == {p["name"] for p in SPEC["parameters"]["static"]}
     res = generate(copy, params)
@@ -329,6 +331,8 @@ def test_generate_with_parameters(sandbox: Path, generate) -> None:
     assert args[args.index("--timeout") + 1] == "600"
     assert args[args.index("--max-parallel") + 1] == "2"
     assert "--no-wait-ready" in args
+    plan = json.loads(next(d for d in docs if d["kind"] == "ConfigMap" and "plan.json" in d.get("data", {}))["data"]["plan.json"])
+    assert {c["runningJobs"]["waitSeconds"] for c in plan["clusters"]} == {1800}  # carried per cluster
 
 
 def test_generate_error_exits_non_zero_with_one_line(sandbox: Path, generate) -> None:
