@@ -81,6 +81,23 @@ venv_plot() {
   echo "$dir"
 }
 
+# venv_ray: print the path of a venv with requirements/ray.txt: Ray itself, for
+# tests/e2e/test_running_jobs.py only (a real Ray head the hook asks for its jobs; never a
+# dependency of raygitops). Shared by every checkout (no editable install in it): keyed by the
+# lock and the interpreter. About 390 MB.
+venv_ray() {
+  local dir
+  dir=$venv_cache/ray-$({ cat requirements/ray.txt; "$python" -c 'import sys; print(sys.version, sys.base_prefix)'; } |
+    sha256sum | cut -c1-16)
+  if [[ ! -f $dir/.complete ]]; then
+    echo "tests/venvs.sh: creating $dir from requirements/ray.txt" >&2
+    _new_venv "$dir" &&
+      "$dir/bin/pip" install "${pip_quiet[@]}" --require-hashes --no-deps -r requirements/ray.txt >&2 &&
+      touch "$dir/.complete" || return 1
+  fi
+  echo "$dir"
+}
+
 # versions_besides_lock VENV: "name version (lock: version)" for each package that differs
 versions_besides_lock() {
   "$1/bin/python" - requirements/test.txt <<'PY'

@@ -1,0 +1,193 @@
+"""A real Ray head (Ray from requirements/ray.txt, tests/venvs.sh venv_ray) that the control
+plane's path to a RayCluster's head pod reaches, for the running-jobs tests.
+
+kwok's pods run nothing; their IPs (10.244.0.0/16) are no machine's, and the control plane
+routes that range to nowhere (controlplane.guard_pod_network). The head here runs in a network
+namespace of its own: a veth pair joins it to this machine, and :meth:`RayHead.serve` gives
+the namespace's end a head pod's IP (/32) with a route to it on this side (from a link-local
+address of this side's end, the only address the namespace routes back to). The API server's
+service proxy then dials that pod IP and reaches Ray's dashboard, bound to every address of
+the namespace (``--dashboard-host=0.0.0.0``). Traffic stays on this machine, in the namespace
+the test made; Ray's own ports (GCS, raylet, ...) never meet anyone else's.
+
+One head per test module (Ray is heavy: about 1 GB of RSS across its processes, seconds of
+CPU to start). It runs in the foreground (``ray start --block``), and is stopped by killing the
+processes of its network namespace (``ip netns pids``): never ``ray stop``, which would stop
+every Ray process of the machine. Jobs are submitted with the real ``ray job submit``; each
+test's job runs until the test ends it (:meth:`RayHead.finish`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+from controlplane import REPO_ROOT, wait_for
+
+DASHBOARD_PORT = 8265
+
+
+class RayUnavailable(Exception):
+    """No Ray venv, no root, no ``ip``: the reason is the message."""
+
+
+def ray_venv() -> Path:
+    """The venv tests/venvs.sh makes from requirements/ray.txt (made now when missing)."""
+    res = subprocess.run(["bash", "-c", "source tests/venvs.sh && venv_ray"], cwd=REPO_ROOT, capture_output=True,
+                         text=True, timeout=900)
+    if res.returncode != 0:
+        raise RayUnavailable(f"tests/venvs.sh venv_ray failed: {res.stderr[-2000:]}")
+    return Path(res.stdout.strip().splitlines()[-1])
+
+
+class RayHead:
+    def __init__(self, venv: Path, log_dir: Path):
+        if os.geteuid() != 0 or not shutil.which("ip"):
+            raise RayUnavailable("a Ray head in its own network namespace needs root and iproute2 (ip)")
+        tag = uuid.uuid4().hex[:6]
+        self.venv, self.log_dir = venv, log_dir
+        self.netns, self.host_end, self.ns_end = f"rg-ray-{tag}", f"rgh{tag}", f"rgn{tag}"
+        # this side's address on the veth (link-local, one per head): the API server's
+        # connections to a served pod IP come from it, and the namespace routes only it back.
+        # No default route in the namespace: Ray finds no address of its own there and keeps
+        # to 127.0.0.1 (with one, it took a served pod IP for the node's and hung)
+        self.host_ip = f"169.254.{int(tag[:2], 16)}.{int(tag[2:4], 16) or 1}"
+        self.tmp = Path(f"/tmp/rgray-{tag}")  # short: Ray's unix sockets live under it
+        self.served: list[str] = []
+        self.proc: subprocess.Popen | None = None
+
+    # --- lifecycle
+
+    def start(self) -> "RayHead":
+        try:
+            self._network()
+            self._ray()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _ip(self, *args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+    def _network(self) -> None:
+        self._ip("netns", "add", self.netns)
+        self._ip("link", "add", self.host_end, "type", "veth", "peer", "name", self.ns_end, "netns", self.netns)
+        self._ip("addr", "add", f"{self.host_ip}/32", "dev", self.host_end)
+        self._ip("link", "set", self.host_end, "up")
+        self._ip("-n", self.netns, "link", "set", "lo", "up")
+        self._ip("-n", self.netns, "link", "set", self.ns_end, "up")
+        self._ip("-n", self.netns, "route", "add", f"{self.host_ip}/32", "dev", self.ns_end)
+
+    def _env(self) -> dict[str, str]:
+        return dict(os.environ, PATH=f"{self.venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+                    RAY_USAGE_STATS_ENABLED="0", VIRTUAL_ENV=str(self.venv))
+
+    def in_netns(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run(["ip", "netns", "exec", self.netns, *argv], capture_output=True, text=True,
+                              env=self._env(), timeout=timeout)
+
+    def _ray(self) -> None:
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_dir / "ray-head.log", "ab")
+        started = time.monotonic()
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.netns, str(self.venv / "bin" / "ray"), "start", "--head", "--block",
+             "--node-ip-address=127.0.0.1", "--port=6379", "--dashboard-host=0.0.0.0",
+             f"--dashboard-port={DASHBOARD_PORT}", "--num-cpus=1", "--disable-usage-stats",
+             f"--temp-dir={self.tmp}", "--include-dashboard=true"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self._env(), start_new_session=True)
+        log.close()
+
+        def answers() -> bool:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ray start exited {self.proc.returncode}: see {self.log_dir / 'ray-head.log'}")
+            return self._get("/api/version") is not None
+
+        wait_for(answers, timeout=180, interval=1, message="Ray's dashboard (GET /api/version)")
+        self.start_seconds = round(time.monotonic() - started, 1)
+
+    def stop(self) -> None:
+        """Kill the processes of the head's network namespace (and only those), then remove
+        the namespace, its veth pair and the routes to the addresses it served."""
+        pids = subprocess.run(["ip", "netns", "pids", self.netns], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+        if self.proc is not None:
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        for ip in self.served:
+            subprocess.run(["ip", "route", "del", f"{ip}/32", "dev", self.host_end], capture_output=True)
+        subprocess.run(["ip", "link", "del", self.host_end], capture_output=True)
+        subprocess.run(["ip", "netns", "del", self.netns], capture_output=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # --- what the tests do
+
+    def serve(self, ip: str) -> None:
+        """Answer on a head pod's IP: the API server's proxy to that pod reaches this head."""
+        if ip in self.served:
+            return
+        self._ip("-n", self.netns, "addr", "add", f"{ip}/32", "dev", self.ns_end)
+        self._ip("route", "replace", f"{ip}/32", "dev", self.host_end, "src", self.host_ip)
+        self.served.append(ip)
+
+    def _get(self, path: str) -> object | None:
+        code = ("import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
+                f"'http://127.0.0.1:{DASHBOARD_PORT}{path}', timeout=5).read().decode())")
+        res = self.in_netns(str(self.venv / "bin" / "python"), "-c", code, timeout=30)
+        return json.loads(res.stdout) if res.returncode == 0 and res.stdout else None
+
+    def submit(self) -> str:
+        """A real ``ray job submit``: a job that runs until :meth:`finish`; its submission id,
+        once Ray reports it RUNNING."""
+        ident = f"raysubmit_e2e_{uuid.uuid4().hex[:8]}"
+        marker = self.tmp / f"{ident}.done"
+        wait = f"import os, time; [time.sleep(0.2) for _ in iter(lambda: os.path.exists({str(marker)!r}), True)]"
+        res = self.in_netns(str(self.venv / "bin" / "ray"), "job", "submit", "--address",
+                            f"http://127.0.0.1:{DASHBOARD_PORT}", "--submission-id", ident, "--no-wait", "--",
+                            "python", "-c", wait)
+        if res.returncode != 0:
+            raise RuntimeError(f"ray job submit failed: {res.stdout}\n{res.stderr}")
+        wait_for(lambda: self.status(ident) == "RUNNING", timeout=120, interval=0.5, message=f"job {ident} RUNNING")
+        return ident
+
+    def status(self, ident: str) -> str | None:
+        doc = self._get(f"/api/jobs/{ident}")
+        return doc.get("status") if isinstance(doc, dict) else None
+
+    def finish(self, ident: str, wait: bool = True) -> float:
+        """End the job (its entrypoint returns); the time.time() Ray reports it SUCCEEDED."""
+        (self.tmp / f"{ident}.done").write_text("")
+        if wait:
+            wait_for(lambda: self.status(ident) == "SUCCEEDED", timeout=60, interval=0.3,
+                     message=f"job {ident} SUCCEEDED")
+        return time.time()
+
+
+def running(log_dir: Path):
+    """A module fixture's body: a started head, stopped afterwards. Without what it needs it
+    skips, or fails with RAYGITOPS_REQUIRE_E2E=1 (CI)."""
+    import pytest
+
+    try:
+        head = RayHead(ray_venv(), log_dir).start()
+    except RayUnavailable as exc:
+        if os.environ.get("RAYGITOPS_REQUIRE_E2E") == "1":
+            pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+    try:
+        yield head
+    finally:
+        head.stop()

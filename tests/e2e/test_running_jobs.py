@@ -1,0 +1,193 @@
+"""A recreate never kills a running Ray job unless told (docs/presync.md "Running jobs"), on the
+real control plane with a real Ray head (tests/e2e/rayhead.py: Ray from requirements/ray.txt,
+answering on the head pod's IP in a network namespace of its own) and real jobs submitted with
+``ray job submit``. The hook runs as a process with the rendered Role's token only, asking the
+head through the API server's service proxy.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import rayhead
+from test_presync_hook import LOCK, App, _token_kubeconfig, desired_hashes, raycluster, rendered
+
+pytestmark = pytest.mark.e2e
+
+OLD, NEW = "rayproject/ray:2.41.0", "rayproject/ray:2.42.0"
+POLICY = "raygitops.dev/running-jobs"
+WAIT_SECONDS = "raygitops.dev/running-jobs-wait-seconds"
+
+
+@pytest.fixture(scope="module")
+def ray_head(control_plane):
+    yield from rayhead.running(control_plane.log_dir)
+
+
+def with_dashboard(obj: dict[str, Any], **annotations: str) -> dict[str, Any]:
+    """The cluster's head declares the dashboard port, so KubeRay's head Service has it."""
+    obj["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"].append(
+        {"containerPort": rayhead.DASHBOARD_PORT, "name": "dashboard"})
+    obj["metadata"]["annotations"].update(annotations)
+    return obj
+
+
+class JobsApp:
+    """One app whose head pod is served by the module's Ray head, and the hook's own token."""
+
+    def __init__(self, control_plane, namespace: str, tmp: Path, head: rayhead.RayHead):
+        self.app = App(control_plane, namespace, tmp)
+        self.app.running_jobs = "wait"  # the default, written out: this head answers
+        self.head, self.tmp, self.jobs = head, tmp, []
+
+    def start(self, **annotations: str) -> set[str]:
+        app = self.app
+        app.sync(with_dashboard(raycluster(image=OLD), **annotations))
+        app.wait_pods(count=3)
+        pod = next(p for p in app.pods() if p["metadata"]["labels"]["ray.io/node-type"] == "head")
+        self.head.serve(pod["status"]["podIP"])
+        path = f"/api/v1/namespaces/{app.ns}/services/demo-head-svc:dashboard/proxy/api/version"
+        app.plane.wait_for(lambda: app.plane.kubectl("get", "--raw", path, check=False).returncode == 0,
+                           timeout=60, message="the head's dashboard through the service proxy")
+        return app.uids()
+
+    def change(self, **annotations: str) -> tuple[list[dict[str, Any]], Path, str]:
+        """The image change in Git; the manifests, the plan, and a kubeconfig of the hook's own
+        ServiceAccount with the rendered Role and RoleBinding applied."""
+        self.app.write(with_dashboard(raycluster(image=NEW), **annotations))
+        objs, hooks, plan = self.app.render()
+        self.app.plane.apply([h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")],
+                             namespace=self.app.ns)
+        return objs, plan, _token_kubeconfig(self.app, self.tmp / "hook.kubeconfig", self.app.ns)
+
+    def submit(self) -> str:
+        ident = self.head.submit()
+        self.jobs.append(ident)
+        return ident
+
+    def close(self) -> None:
+        for ident in self.jobs:
+            self.head.finish(ident, wait=False)
+
+
+@pytest.fixture
+def jobs_app(control_plane, namespace, tmp_path, ray_head):
+    app = JobsApp(control_plane, namespace, tmp_path, ray_head)
+    yield app
+    app.close()
+
+
+def _lines(stderr: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+
+
+def _untouched(app: App, uids: set[str]) -> None:
+    live = app.cluster()
+    assert LOCK not in live["metadata"]["annotations"] and live["spec"].get("suspend") is not True
+    assert live["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == OLD
+    assert app.uids() == uids
+
+
+def test_the_hook_waits_for_a_running_job_and_recreates_after_it_ends(jobs_app: JobsApp):
+    uids = jobs_app.start()
+    job = jobs_app.submit()
+    code, status = jobs_app.app.status()
+    (cluster,) = status["clusters"]
+    assert code == 3 and f"1 Ray job running: {job} (RUNNING for" in cluster["detail"], cluster
+    assert "the next sync waits for them" in cluster["detail"], cluster
+    objs, plan, kubeconfig = jobs_app.change()
+    proc = _spawn_with(jobs_app.app, plan, kubeconfig)
+    seen: list[str] = []
+    waiting = threading.Event()
+
+    def read() -> None:
+        for line in proc.stderr:
+            seen.append(line)
+            if '"step": "jobs"' in line and "waiting" in line:
+                waiting.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert waiting.wait(90), "".join(seen)
+    time.sleep(3)  # the hook keeps waiting, touching nothing
+    _untouched(jobs_app.app, uids)
+    ended = jobs_app.head.finish(job)
+    out = proc.stdout.read()
+    proc.wait(180)
+    reader.join(10)
+    report = json.loads(out)
+    assert proc.returncode == 0 and report["summary"]["recreated"] == 1, "".join(seen)
+    lines = _lines("".join(seen))
+    wait_line = next(l for l in lines if l["step"] == "jobs" and l["msg"].startswith("waiting"))
+    assert f"1 Ray job running: {job} (RUNNING for" in wait_line["msg"]
+    suspend = next(l for l in lines if l["step"] == "suspend")
+    assert _epoch(suspend["ts"]) >= ended - 1  # nothing went before the job ended (1 s: clock resolution)
+    assert jobs_app.app.events("WaitingForJobs")
+    jobs_app.app.apply(objs)
+    jobs_app.app.wait_pods(hashes=desired_hashes(rendered(objs)))
+
+
+def _spawn_with(app: App, plan: Path, kubeconfig: str):
+    import subprocess
+
+    return subprocess.Popen(app.presync_argv(plan, kubeconfig=kubeconfig), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=app.hook_env(), start_new_session=True)
+
+
+def _epoch(ts: str) -> float:
+    from datetime import datetime
+
+    return datetime.strptime(ts.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def test_with_a_short_bound_the_hook_fails_closed_and_the_job_runs_on(jobs_app: JobsApp):
+    uids = jobs_app.start()
+    job = jobs_app.submit()
+    _, plan, kubeconfig = jobs_app.change(**{WAIT_SECONDS: "3"})
+    res = jobs_app.app.presync(plan, kubeconfig=kubeconfig, check=False)
+    assert res.returncode == 1, res.stderr
+    (cluster,) = json.loads(res.stdout)["clusters"]
+    assert cluster["outcome"] == "failed", cluster
+    assert cluster["message"].startswith(f"1 Ray job running: {job} (RUNNING for"), cluster
+    assert "the policy's bound of 3 s is up: not touched" in cluster["message"], cluster
+    _untouched(jobs_app.app, uids)
+    assert "raygitops.dev/last-recreate" not in jobs_app.app.cluster()["metadata"]["annotations"]
+    assert jobs_app.head.status(job) == "RUNNING"
+    assert jobs_app.app.events("RunningJobs")
+
+
+def test_with_proceed_the_hook_recreates_at_once(jobs_app: JobsApp):
+    uids = jobs_app.start(**{POLICY: "proceed"})
+    job = jobs_app.submit()
+    objs, plan, kubeconfig = jobs_app.change(**{POLICY: "proceed"})
+    t0 = time.monotonic()
+    res = jobs_app.app.presync(plan, kubeconfig=kubeconfig)
+    assert json.loads(res.stdout)["summary"]["recreated"] == 1, res.stderr
+    assert "policy proceed: running Ray jobs are not asked for" in res.stderr
+    assert not any(l["step"] == "jobs" and "waiting" in l["msg"] for l in _lines(res.stderr))
+    assert time.monotonic() - t0 < 60
+    assert jobs_app.head.status(job) == "RUNNING"  # it was running all along: not waited for
+    assert uids.isdisjoint(jobs_app.app.uids())
+
+
+def test_a_head_that_is_not_ready_is_not_asked_and_the_hook_says_why(jobs_app: JobsApp):
+    uids = jobs_app.start()
+    job = jobs_app.submit()
+    app = jobs_app.app
+    head = next(p for p in app.pods() if p["metadata"]["labels"]["ray.io/node-type"] == "head")
+    # as a failing readiness probe would (kwok set the pod Ready once, and leaves it now)
+    app.plane.kubectl("patch", "pod", head["metadata"]["name"], "-n", app.ns, "--subresource=status", "--type=json",
+                      "-p", json.dumps([{"op": "replace", "path": "/status/conditions",
+                                         "value": [{"type": "Ready", "status": "False"}]}]))
+    objs, plan, kubeconfig = jobs_app.change()
+    res = app.presync(plan, kubeconfig=kubeconfig)
+    assert json.loads(res.stdout)["summary"]["recreated"] == 1, res.stderr
+    said = next(l["msg"] for l in _lines(res.stderr) if l["step"] == "jobs")
+    assert said == f"going on: head pod {head['metadata']['name']} is not Ready: no Ray job can be running there"
+    assert jobs_app.head.status(job) == "RUNNING" and uids.isdisjoint(app.uids())
