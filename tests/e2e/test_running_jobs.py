@@ -97,11 +97,12 @@ def _untouched(app: App, uids: set[str]) -> None:
 def test_the_hook_waits_for_a_running_job_and_recreates_after_it_ends(jobs_app: JobsApp):
     uids = jobs_app.start()
     job = jobs_app.submit()
-    code, status = jobs_app.app.status()
+    objs, plan, kubeconfig = jobs_app.change()
+    code, status = jobs_app.app.status()  # Git has the change: drifted, and its head is asked live
     (cluster,) = status["clusters"]
     assert code == 3 and f"1 Ray job running: {job} (RUNNING for" in cluster["detail"], cluster
     assert "the next sync waits for them" in cluster["detail"], cluster
-    objs, plan, kubeconfig = jobs_app.change()
+    assert [j["id"] for j in cluster["runningJobs"]["jobs"]] == [job], cluster
     proc = _spawn_with(jobs_app.app, plan, kubeconfig)
     seen: list[str] = []
     waiting = threading.Event()
@@ -115,8 +116,10 @@ def test_the_hook_waits_for_a_running_job_and_recreates_after_it_ends(jobs_app: 
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     assert waiting.wait(90), "".join(seen)
-    time.sleep(3)  # the hook keeps waiting, touching nothing
-    _untouched(jobs_app.app, uids)
+    time.sleep(3)  # the hook keeps waiting, holding its lock, touching nothing else
+    live = jobs_app.app.cluster()
+    assert json.loads(live["metadata"]["annotations"][LOCK])["phase"] == "locked"
+    assert live["spec"].get("suspend") is not True and jobs_app.app.uids() == uids
     ended = jobs_app.head.finish(job)
     out = proc.stdout.read()
     proc.wait(180)
