@@ -67,19 +67,20 @@ if [ $# -gt 0 ]; then  # the tests asked for, in one lane
 else
   # Two lanes at once: most of the e2e time is waiting (operators, pods, Argo CD and Flux
   # polls), so the Job-pod tests (Argo CD, Flux, Helm, the image: their own control plane),
-  # the slow hostile-input campaign (pure CPU) and the newest/lowest runs go beside the rest.
+  # every KubeRay version (its own control plane, operators swapped in place), the slow
+  # hostile-input campaign (pure CPU) and the newest/lowest runs go beside the rest.
   # Lane B prints as it goes; lane A's output follows it.
   lane_a=(tests/e2e/test_argocd.py tests/e2e/test_flux.py tests/e2e/test_helm.py tests/e2e/test_image.py
-          tests/reliability/test_hostile.py)
+          tests/e2e/test_kuberay_versions.py tests/reliability/test_hostile.py)
   lane_a_log=$(mktemp)
   ( lane=0
-    python -m pytest -p no:cacheprovider "${lane_a[@]}" || lane=1
+    python -m pytest -p no:cacheprovider --durations=20 "${lane_a[@]}" || lane=1
     compat_runs || lane=1
     exit "$lane" ) >"$lane_a_log" 2>&1 &
   lane_a_pid=$!
   ignore=()
   for path in "${lane_a[@]}"; do ignore+=(--ignore "$path"); done
-  python -m pytest "${ignore[@]}" || status=$?
+  python -m pytest --durations=30 "${ignore[@]}" || status=$?  # where the time goes: the slowest
   wait "$lane_a_pid" || status=1
   echo "tests/run.sh: lane A (${lane_a[*]}; newest and lowest versions):"
   cat "$lane_a_log"
