@@ -15,6 +15,11 @@ CPU to start). It runs in the foreground (``ray start --block``), and is stopped
 processes of its network namespace (``ip netns pids``): never ``ray stop``, which would stop
 every Ray process of the machine. Jobs are submitted with the real ``ray job submit``; each
 test's job runs until the test ends it (:meth:`RayHead.finish`).
+
+Shared by the hook run as a process (test_running_jobs.py) and through the real Argo CD
+(test_argocd.py): the cluster whose head declares the dashboard (:func:`with_dashboard`), its
+head pod served (:meth:`RayHead.serve_head`) or made not Ready (:func:`make_not_ready`), and
+the hook's JSON log read back (:func:`hook_lines`, :func:`epoch`).
 """
 
 from __future__ import annotations
@@ -26,11 +31,15 @@ import signal
 import subprocess
 import time
 import uuid
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from controlplane import REPO_ROOT, wait_for
+from controlplane import REPO_ROOT, ControlPlane, wait_for
 
 DASHBOARD_PORT = 8265
+POLICY = "raygitops.dev/running-jobs"
+WAIT_SECONDS = "raygitops.dev/running-jobs-wait-seconds"
 
 
 class RayUnavailable(Exception):
@@ -61,13 +70,19 @@ class RayHead:
         self.tmp = Path(f"/tmp/rgray-{tag}")  # short: Ray's unix sockets live under it
         self.served: list[str] = []
         self.proc: subprocess.Popen | None = None
+        self.launched_at = 0.0
+        self.start_seconds: float | None = None  # from the launch until the dashboard answered
 
     # --- lifecycle
 
-    def start(self) -> "RayHead":
+    def start(self, wait: bool = True) -> "RayHead":
+        """Launch Ray; with ``wait``, also wait until it answers (else :meth:`ready` and
+        :meth:`submit` do: a test can let Ray start while it makes its cluster)."""
         try:
             self._network()
             self._ray()
+            if wait:
+                self.ready()
         except BaseException:
             self.stop()
             raise
@@ -96,7 +111,7 @@ class RayHead:
     def _ray(self) -> None:
         self.tmp.mkdir(parents=True, exist_ok=True)
         log = open(self.log_dir / "ray-head.log", "ab")
-        started = time.monotonic()
+        self.launched_at = time.monotonic()
         self.proc = subprocess.Popen(
             ["ip", "netns", "exec", self.netns, str(self.venv / "bin" / "ray"), "start", "--head", "--block",
              "--node-ip-address=127.0.0.1", "--port=6379", "--dashboard-host=0.0.0.0",
@@ -105,13 +120,19 @@ class RayHead:
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self._env(), start_new_session=True)
         log.close()
 
+    def ready(self) -> "RayHead":
+        """Wait (once) until Ray's dashboard answers."""
+        if self.start_seconds is not None:
+            return self
+
         def answers() -> bool:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"ray start exited {self.proc.returncode}: see {self.log_dir / 'ray-head.log'}")
             return self._get("/api/version") is not None
 
         wait_for(answers, timeout=180, interval=1, message="Ray's dashboard (GET /api/version)")
-        self.start_seconds = round(time.monotonic() - started, 1)
+        self.start_seconds = round(time.monotonic() - self.launched_at, 1)
+        return self
 
     def stop(self) -> None:
         """Kill the processes of the head's network namespace (and only those), then remove
@@ -143,6 +164,17 @@ class RayHead:
         self._ip("route", "replace", f"{ip}/32", "dev", self.host_end, "src", self.host_ip)
         self.served.append(ip)
 
+    def serve_head(self, plane: ControlPlane, namespace: str, cluster: str = "demo") -> dict[str, Any]:
+        """Serve the cluster's (one, current) head pod and wait until the API server's service
+        proxy reaches this head through KubeRay's head Service (a new head pod has a new IP
+        and the Service's endpoints follow it); the head pod."""
+        pod = head_pod(plane, namespace, cluster)
+        self.serve(pod["status"]["podIP"])
+        path = f"/api/v1/namespaces/{namespace}/services/{cluster}-head-svc:dashboard/proxy/api/version"
+        plane.wait_for(lambda: plane.kubectl("get", "--raw", path, check=False).returncode == 0,
+                       timeout=60, message="the head's dashboard through the service proxy")
+        return pod
+
     def _get(self, path: str) -> object | None:
         code = ("import sys, urllib.request; sys.stdout.write(urllib.request.urlopen("
                 f"'http://127.0.0.1:{DASHBOARD_PORT}{path}', timeout=5).read().decode())")
@@ -152,6 +184,7 @@ class RayHead:
     def submit(self) -> str:
         """A real ``ray job submit``: a job that runs until :meth:`finish`; its submission id,
         once Ray reports it RUNNING."""
+        self.ready()
         ident = f"raysubmit_e2e_{uuid.uuid4().hex[:8]}"
         marker = self.tmp / f"{ident}.done"
         wait = f"import os, time; [time.sleep(0.2) for _ in iter(lambda: os.path.exists({str(marker)!r}), True)]"
@@ -176,13 +209,47 @@ class RayHead:
         return time.time()
 
 
-def running(log_dir: Path):
-    """A module fixture's body: a started head, stopped afterwards. Without what it needs it
-    skips, or fails with RAYGITOPS_REQUIRE_E2E=1 (CI)."""
+def with_dashboard(obj: dict[str, Any], **annotations: str) -> dict[str, Any]:
+    """The cluster's head declares the dashboard port, so KubeRay's head Service has it."""
+    obj["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"].append(
+        {"containerPort": DASHBOARD_PORT, "name": "dashboard"})
+    obj["metadata"]["annotations"].update(annotations)
+    return obj
+
+
+def head_pod(plane: ControlPlane, namespace: str, cluster: str = "demo") -> dict[str, Any]:
+    """The cluster's head pod (not being deleted), once it has an IP."""
+    def found() -> dict[str, Any] | None:
+        heads = [p for p in plane.cluster_pods(namespace, cluster) if p["metadata"]["labels"]["ray.io/node-type"] == "head"]
+        return heads[0] if len(heads) == 1 and heads[0].get("status", {}).get("podIP") else None
+    return plane.wait_for(found, timeout=60, message=f"the head pod of {cluster} with an IP")
+
+
+def make_not_ready(plane: ControlPlane, pod: dict[str, Any]) -> None:
+    """The pod's Ready condition False, as a failing readiness probe would make it (kwok set
+    the pod Ready once, and leaves it now)."""
+    plane.kubectl("patch", "pod", pod["metadata"]["name"], "-n", pod["metadata"]["namespace"], "--subresource=status",
+                  "--type=json", "-p", json.dumps([{"op": "replace", "path": "/status/conditions",
+                                                    "value": [{"type": "Ready", "status": "False"}]}]))
+
+
+def hook_lines(text: str) -> list[dict[str, Any]]:
+    """The hook's JSON log lines (``--log-format json``) in ``text``: its stderr, or its pod's log."""
+    return [line for line in (json.loads(raw) for raw in text.splitlines() if raw.startswith("{")) if "step" in line]
+
+
+def epoch(ts: str) -> float:
+    """A log line's ``ts`` as time.time()."""
+    return datetime.strptime(ts.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+
+
+def running(log_dir: Path, wait: bool = True):
+    """A fixture's body: a started head (without ``wait``, one still starting), stopped
+    afterwards. Without what it needs it skips, or fails with RAYGITOPS_REQUIRE_E2E=1 (CI)."""
     import pytest
 
     try:
-        head = RayHead(ray_venv(), log_dir).start()
+        head = RayHead(ray_venv(), log_dir).start(wait)
     except RayUnavailable as exc:
         if os.environ.get("RAYGITOPS_REQUIRE_E2E") == "1":
             pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {exc}", pytrace=False)

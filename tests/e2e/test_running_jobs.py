@@ -16,26 +16,17 @@ from typing import Any
 import pytest
 
 import rayhead
+from rayhead import POLICY, WAIT_SECONDS, epoch, hook_lines, make_not_ready, with_dashboard
 from test_presync_hook import LOCK, App, _token_kubeconfig, desired_hashes, raycluster, rendered
 
 pytestmark = pytest.mark.e2e
 
 OLD, NEW = "rayproject/ray:2.41.0", "rayproject/ray:2.42.0"
-POLICY = "raygitops.dev/running-jobs"
-WAIT_SECONDS = "raygitops.dev/running-jobs-wait-seconds"
 
 
 @pytest.fixture(scope="module")
 def ray_head(control_plane):
     yield from rayhead.running(control_plane.log_dir)
-
-
-def with_dashboard(obj: dict[str, Any], **annotations: str) -> dict[str, Any]:
-    """The cluster's head declares the dashboard port, so KubeRay's head Service has it."""
-    obj["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"].append(
-        {"containerPort": rayhead.DASHBOARD_PORT, "name": "dashboard"})
-    obj["metadata"]["annotations"].update(annotations)
-    return obj
 
 
 class JobsApp:
@@ -50,11 +41,7 @@ class JobsApp:
         app = self.app
         app.sync(with_dashboard(raycluster(image=OLD), **annotations))
         app.wait_pods(count=3)
-        pod = next(p for p in app.pods() if p["metadata"]["labels"]["ray.io/node-type"] == "head")
-        self.head.serve(pod["status"]["podIP"])
-        path = f"/api/v1/namespaces/{app.ns}/services/demo-head-svc:dashboard/proxy/api/version"
-        app.plane.wait_for(lambda: app.plane.kubectl("get", "--raw", path, check=False).returncode == 0,
-                           timeout=60, message="the head's dashboard through the service proxy")
+        self.head.serve_head(app.plane, app.ns)
         return app.uids()
 
     def change(self, **annotations: str) -> tuple[list[dict[str, Any]], Path, str]:
@@ -81,10 +68,6 @@ def jobs_app(control_plane, namespace, tmp_path, ray_head):
     app = JobsApp(control_plane, namespace, tmp_path, ray_head)
     yield app
     app.close()
-
-
-def _lines(stderr: str) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
 
 
 def _untouched(app: App, uids: set[str]) -> None:
@@ -126,11 +109,11 @@ def test_the_hook_waits_for_a_running_job_and_recreates_after_it_ends(jobs_app: 
     reader.join(10)
     report = json.loads(out)
     assert proc.returncode == 0 and report["summary"]["recreated"] == 1, "".join(seen)
-    lines = _lines("".join(seen))
+    lines = hook_lines("".join(seen))
     wait_line = next(l for l in lines if l["step"] == "jobs" and l["msg"].startswith("waiting"))
     assert f"1 Ray job running: {job} (RUNNING for" in wait_line["msg"]
     suspend = next(l for l in lines if l["step"] == "suspend")
-    assert _epoch(suspend["ts"]) >= ended - 1  # nothing went before the job ended (1 s: clock resolution)
+    assert epoch(suspend["ts"]) >= ended - 1  # nothing went before the job ended (1 s: clock resolution)
     assert jobs_app.app.events("WaitingForJobs")
     jobs_app.app.apply(objs)
     jobs_app.app.wait_pods(hashes=desired_hashes(rendered(objs)))
@@ -141,12 +124,6 @@ def _spawn_with(app: App, plan: Path, kubeconfig: str):
 
     return subprocess.Popen(app.presync_argv(plan, kubeconfig=kubeconfig), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=app.hook_env(), start_new_session=True)
-
-
-def _epoch(ts: str) -> float:
-    from datetime import datetime
-
-    return datetime.strptime(ts.replace("Z", "+0000"), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
 
 
 def test_with_a_short_bound_the_hook_fails_closed_and_the_job_runs_on(jobs_app: JobsApp):
@@ -173,7 +150,7 @@ def test_with_proceed_the_hook_recreates_at_once(jobs_app: JobsApp):
     res = jobs_app.app.presync(plan, kubeconfig=kubeconfig)
     assert json.loads(res.stdout)["summary"]["recreated"] == 1, res.stderr
     assert "policy proceed: running Ray jobs are not asked for" in res.stderr
-    assert not any(l["step"] == "jobs" and "waiting" in l["msg"] for l in _lines(res.stderr))
+    assert not any(l["step"] == "jobs" and "waiting" in l["msg"] for l in hook_lines(res.stderr))
     assert time.monotonic() - t0 < 60
     assert jobs_app.head.status(job) == "RUNNING"  # it was running all along: not waited for
     assert uids.isdisjoint(jobs_app.app.uids())
@@ -183,14 +160,11 @@ def test_a_head_that_is_not_ready_is_not_asked_and_the_hook_says_why(jobs_app: J
     uids = jobs_app.start()
     job = jobs_app.submit()
     app = jobs_app.app
-    head = next(p for p in app.pods() if p["metadata"]["labels"]["ray.io/node-type"] == "head")
-    # as a failing readiness probe would (kwok set the pod Ready once, and leaves it now)
-    app.plane.kubectl("patch", "pod", head["metadata"]["name"], "-n", app.ns, "--subresource=status", "--type=json",
-                      "-p", json.dumps([{"op": "replace", "path": "/status/conditions",
-                                         "value": [{"type": "Ready", "status": "False"}]}]))
+    head = rayhead.head_pod(app.plane, app.ns)
+    make_not_ready(app.plane, head)
     objs, plan, kubeconfig = jobs_app.change()
     res = app.presync(plan, kubeconfig=kubeconfig)
     assert json.loads(res.stdout)["summary"]["recreated"] == 1, res.stderr
-    said = next(l["msg"] for l in _lines(res.stderr) if l["step"] == "jobs")
+    said = next(l["msg"] for l in hook_lines(res.stderr) if l["step"] == "jobs")
     assert said == f"going on: head pod {head['metadata']['name']} is not Ready: no Ray job can be running there"
     assert jobs_app.head.status(job) == "RUNNING" and uids.isdisjoint(app.uids())
