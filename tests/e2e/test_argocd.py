@@ -11,6 +11,7 @@ pods' exit codes, or on the RayCluster's pods.
 from __future__ import annotations
 
 import base64
+import concurrent.futures
 import copy
 import json
 import shutil
@@ -24,10 +25,11 @@ import yaml
 from kubernetes import client, config, watch
 
 import controlplane
+import rayhead
 from argocd import IN_CLUSTER, ArgoCD, GitRepo, status
 from jobrunner import JobRunner
 from stalestatus import StaleReady
-from test_presync_hook import HASH, desired_hashes, raycluster
+from test_presync_hook import HASH, LOCK, desired_hashes, raycluster
 
 pytestmark = pytest.mark.e2e
 
@@ -144,9 +146,10 @@ class Deployed:
         """The PresyncReport the last hook run printed (stdout; the pod's log also holds stderr)."""
         return self.runner.last_report(self.namespace)
 
-    def start(self, cluster: dict[str, Any], extra: dict[str, str] | None = None) -> dict[str, Any]:
+    def start(self, cluster: dict[str, Any], extra: dict[str, str] | None = None,
+              hook: dict[str, Any] | None = None) -> dict[str, Any]:
         """Create the Application, sync it once, wait until Synced + Healthy; the live cluster."""
-        revision = self.push(cluster, "first", extra=extra)
+        revision = self.push(cluster, "first", hook=hook, extra=extra)
         self.create()
         app = self.sync(revision)
         assert status(app)[2] == "Succeeded", operation(app)
@@ -551,3 +554,128 @@ def test_a_chart_and_an_overlay_sync_through_the_plugin_and_recreate_on_an_image
         print(f"\nArgo CD, a chart and an overlay at once: first sync {first:.1f} s, image change {changed:.1f} s")
     finally:
         plane.delete_namespace(second, wait=False)
+
+
+# ----------------------------------------------------------------------------- running Ray jobs
+
+
+@pytest.fixture
+def ray_head(control_plane: controlplane.ControlPlane):
+    """A real Ray head (tests/e2e/rayhead.py), for one test only (Ray holds about 1 GB while it
+    runs), still starting when the test begins."""
+    yield from rayhead.running(control_plane.log_dir, wait=False)
+
+
+JOBS_HOOK = {k: v for k, v in HOOK.items() if k != "runningJobs"}  # the default policy (wait): this head answers
+
+
+def test_running_ray_jobs_through_argocd(deployed: Deployed, ray_head: rayhead.RayHead):
+    """Issue 41 through the real Argo CD. One Application whose head pod a real Ray head answers
+    for (the hook Job, run in the image with the rendered Role's token, reaches it only through
+    the API server's service proxy), one job from ``ray job submit``, and the four cases in
+    sequence on it (one head, one job, to keep the suite short): the plugin parameter
+    ``running-jobs: proceed`` recreates at once; a head that is not Ready is passed, saying why;
+    ``running-jobs-wait-seconds: 3`` fails the sync naming the job, the cluster untouched, the
+    job running on; the default waits, holding its lock, and the re-sync of that revision
+    completes once the job has ended."""
+    plane, namespace, head = deployed.plane, deployed.namespace, ray_head
+    images = [f"rayproject/ray:2.4{n}.0" for n in range(2, 5)]
+    seconds: dict[str, float] = {}
+
+    def cluster(image: str) -> dict[str, Any]:
+        return rayhead.with_dashboard(raycluster(replicas=1, image=image))
+
+    def configure(*parameters: dict[str, str]) -> None:
+        """The Application's plugin parameters (none: raygitops.yaml and the defaults decide)."""
+        deployed.app_kw["parameters"] = list(parameters) or None
+        deployed.create()
+
+    def uids() -> set[str]:
+        return {p["metadata"]["uid"] for p in deployed.pods()}
+
+    def jobs_said() -> list[str]:
+        """What the last hook run said in its jobs step (its pod's log)."""
+        return [line["msg"] for line in rayhead.hook_lines(deployed.hook_log()) if line["step"] == "jobs"]
+
+    def synced(revision: str, case: str) -> dict[str, Any]:
+        t0 = time.monotonic()
+        app = deployed.sync(revision)
+        seconds[case] = round(time.monotonic() - t0, 1)
+        return app
+
+    def recreated(app: dict[str, Any], before: set[str], image: str) -> None:
+        assert status(app)[2] == "Succeeded", operation(app)
+        assert deployed.hook_report()["summary"]["recreated"] == 1, deployed.hook_report()
+        deployed.healthy()
+        assert before.isdisjoint(uids())
+        assert {p["spec"]["containers"][0]["image"] for p in deployed.pods()} == {image}
+
+    t0 = time.monotonic()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        submitted = pool.submit(head.submit)  # Ray starts and runs the job while Argo CD makes the cluster
+        deployed.start(cluster("rayproject/ray:2.41.0"), hook=JOBS_HOOK)
+        head.serve_head(plane, namespace)
+        job = submitted.result()
+    seconds["start"] = round(time.monotonic() - t0, 1)
+
+    # proceed (the Argo CD parameter over raygitops.yaml): recreated at once, the head not asked
+    configure({"name": "running-jobs", "string": "proceed"})
+    before = uids()
+    app = synced(deployed.push(cluster(images[0]), "proceed", hook=JOBS_HOOK), "proceed")
+    recreated(app, before, images[0])
+    assert jobs_said() == ["policy proceed: running Ray jobs are not asked for"], deployed.hook_log()
+    assert head.status(job) == "RUNNING"  # it ran all along: not waited for
+
+    # a head that is not Ready cannot be running jobs: passed, saying why (it runs one here)
+    configure()
+    pod = head.serve_head(plane, namespace)
+    rayhead.make_not_ready(plane, pod)
+    before = uids()
+    app = synced(deployed.push(cluster(images[1]), "head not Ready", hook=JOBS_HOOK), "not Ready")
+    recreated(app, before, images[1])
+    assert jobs_said() == [f"going on: head pod {pod['metadata']['name']} is not Ready: no Ray job can be "
+                           "running there"], deployed.hook_log()
+    assert head.status(job) == "RUNNING"
+
+    # a short bound: the sync fails naming the job, nothing touched, the job runs on
+    head.serve_head(plane, namespace)
+    configure({"name": "running-jobs-wait-seconds", "string": "3"})
+    before, live = uids(), deployed.cluster()
+    revision = deployed.push(cluster(images[2]), "short bound", hook=JOBS_HOOK)
+    app = synced(revision, "fail closed")
+    state = app["status"]["operationState"]
+    assert state["phase"] == "Failed", operation(app)
+    result = next(r for r in state["syncResult"]["resources"] if r["kind"] == "Job")
+    assert result["hookPhase"] == "Failed", result
+    # the hook's one-line reason (its Job's raygitops.dev/failure, shown by argocd/health/job.lua)
+    assert f"{namespace}/demo: 1 Ray job running: {job} (RUNNING for" in result["message"], result
+    assert "the policy's bound of 3 s is up: not touched" in result["message"], result
+    assert list(deployed.hook_runs().values())[-1] == 1, deployed.hook_runs()
+    assert deployed.hook_report()["apiRequestsByVerb"].get("proxy"), deployed.hook_report()  # asked the head
+    after = deployed.cluster()
+    assert (after["spec"], after["metadata"]["annotations"]) == (live["spec"], live["metadata"]["annotations"])
+    assert uids() == before and head.status(job) == "RUNNING"
+    assert status(deployed.argocd.application(deployed.name))[0] == "OutOfSync"
+
+    # the default (wait), the same revision synced again: the hook waits, holding its lock and
+    # touching nothing else, and the sync completes once the job has ended
+    configure()
+    runs = len(deployed.hook_runs())
+    t0 = time.monotonic()
+    started = deployed.begin_sync(revision)
+    waiting = plane.wait_for(lambda: len(deployed.hook_runs()) == runs + 1
+                             and [m for m in jobs_said() if m.startswith("waiting")], timeout=90,
+                             message="the hook waiting for the job")
+    assert f"1 Ray job running: {job} (RUNNING for" in waiting[0], waiting
+    time.sleep(3)
+    live = deployed.cluster()
+    assert json.loads(live["metadata"]["annotations"][LOCK])["phase"] == "locked", live["metadata"]
+    assert live["spec"].get("suspend") is not True and uids() == before
+    assert status(deployed.argocd.application(deployed.name))[2] == "Running"
+    ended = head.finish(job)
+    app = deployed.operation_after(started)
+    seconds["wait"] = round(time.monotonic() - t0, 1)
+    recreated(app, before, images[2])
+    suspend = next(line for line in rayhead.hook_lines(deployed.hook_log()) if line["step"] == "suspend")
+    assert rayhead.epoch(suspend["ts"]) >= ended - 1  # nothing went before the job ended (1 s: clock resolution)
+    print(f"\nArgo CD, running Ray jobs (s): {seconds}, Ray head started in {head.start_seconds} s")
