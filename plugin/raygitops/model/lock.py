@@ -9,8 +9,9 @@ unchanged for longer than its lease belongs to a dead holder and is taken over.
 
 Phases of the full cycle (Recreate): ``locked`` (nothing changed yet) → ``suspended``
 (spec.suspend true, pods draining) → ``resumed`` (desired spec written, suspend false) →
-lock removed.  ReplaceGroups has one: ``replacing`` (desired spec written with the lock, in
-one write; the changed groups' stale pods being deleted in batches) → lock removed.
+lock removed.  ReplaceGroups: ``locked`` (nothing changed yet, while the jobs step asks the
+Ray head) → ``replacing`` (desired spec written with the lock, in one write; the changed
+groups' stale pods being deleted in batches) → lock removed.
 """
 
 from __future__ import annotations
