@@ -20,7 +20,8 @@ command -v go >/dev/null || PATH=/usr/local/go/bin:$PATH
 if command -v go >/dev/null; then
   bash tests/e2e/build.sh
   export RAYGITOPS_REQUIRE_E2E=1
-  # Ray for tests/e2e/test_running_jobs.py: its own venv, made once (about 30-60 s, 384 MB)
+  # Ray for the running-jobs e2e tests (test_running_jobs.py, test_argocd.py): its own venv,
+  # made once (about 30-60 s, 384 MB)
   venv_ray >/dev/null
 elif [ "${CI:-}" = "true" ]; then
   echo "tests/run.sh: CI needs Go to build the e2e control plane" >&2

@@ -81,10 +81,10 @@ venv_plot() {
   echo "$dir"
 }
 
-# venv_ray: print the path of a venv with requirements/ray.txt: Ray itself, for
-# tests/e2e/test_running_jobs.py only (a real Ray head the hook asks for its jobs; never a
-# dependency of raygitops). Shared by every checkout (no editable install in it): keyed by the
-# lock and the interpreter. About 390 MB.
+# venv_ray: print the path of a venv with requirements/ray.txt: Ray itself, for the e2e tests
+# of running jobs only (tests/e2e/test_running_jobs.py and test_argocd.py's: a real Ray head
+# the hook asks for its jobs; never a dependency of raygitops). Shared by every checkout (no
+# editable install in it): keyed by the lock and the interpreter. About 390 MB.
 venv_ray() {
   local dir
   dir=$venv_cache/ray-$({ cat requirements/ray.txt; "$python" -c 'import sys; print(sys.version, sys.base_prefix)'; } |
