@@ -25,6 +25,7 @@ from test_presync_hook import (  # noqa: F401 - collected again on this operator
     desired_hashes,
     raycluster,
     rendered,
+    test_a_hook_killed_inside_its_recovery_never_reports_a_recreate_that_did_not_happen,
     test_dry_run_reports_without_changing,
     test_image_change_recreates_exactly_once,
     test_killed_hook_is_finished_by_the_next_run,

@@ -401,6 +401,44 @@ def test_killed_hook_is_finished_by_the_next_run(csa_app: App, step: str):
     assert again["summary"]["inSync"] == 1
 
 
+def test_a_hook_killed_inside_its_recovery_never_reports_a_recreate_that_did_not_happen(csa_app: App):
+    """SIGTERM mid-drain (the operator is down: no pod goes), so the recovery resumes the
+    cluster as it was; SIGKILL right after that resume write, before its unlock. The lock it
+    leaves says nothing of the desired spec was written (phase ``locked``): the next run, with
+    ``--no-wait-ready``, takes it over and makes the cycle again; it reports the recreate once
+    the old pods are gone, never while they still run."""
+    app = csa_app
+    old = _start(app)
+    app.write(raycluster(image="rayproject/ray:2.42.0"))
+    objs, _, plan = app.render()
+    app.plane.stop_operator()
+    proc = None
+    try:
+        proc = _spawn(app, plan, {"RAYGITOPS_TEST_PAUSE_AT": "recovering"})
+        app.plane.wait_for(lambda: app.cluster()["spec"].get("suspend") is True, timeout=60, interval=0.1,
+                           message="suspended by the hook")
+        time.sleep(1)  # in the drain now
+        proc.send_signal(signal.SIGTERM)
+        log = _wait_paused(proc, "recovering")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+        assert "resumed as it was" in log
+        live = app.cluster()
+        assert live["spec"]["suspend"] is False and json.loads(live["metadata"]["annotations"][LOCK])["phase"] == "locked"
+        assert app.uids() == old  # the operator was down: the old pods still run
+    finally:
+        if proc is not None and proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        app.plane.start_operator()
+    res = app.presync(plan, "--no-wait-ready")
+    (demo,) = json.loads(res.stdout)["clusters"]
+    assert demo["outcome"] == "recreated" and "takeover" in res.stderr, res.stderr
+    assert old.isdisjoint(app.uids())  # reported recreated: not one old pod left
+    app.apply(objs)
+    app.wait_pods(hashes=desired_hashes(rendered(objs)))
+    assert LOCK not in app.cluster()["metadata"]["annotations"]
+
+
 def test_operator_down_stragglers_deleted_after_grace(csa_app: App):
     app = csa_app
     old_uids = _start(app)

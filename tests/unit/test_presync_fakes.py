@@ -3,7 +3,9 @@
 FakeKube implements the methods of ``raygitops.kube.client.Kube`` the hook uses, with
 resourceVersions, 409 on a stale precondition, RFC 7386 merge patches, watch streams and a
 toy operator: ``spec.suspend: true`` deletes the pods (at once, or when the test says),
-``suspend: false`` creates pods from the templates (copying template annotations).
+``suspend: false`` creates pods from the templates (copying template annotations); with
+``replaces_pods`` it also replaces a pod the hook deletes on a running cluster, half a
+second later, from the group's current template (what a replacement waits for).
 
 Time is simulated by default (:class:`FakeClock`): the hook's waits and the fake's watch
 calls advance it at once, so a test of a 60 s lease or a timed-out drain takes no real
@@ -151,7 +153,8 @@ class FakeClock(Clock):
 
 
 class FakeKube:
-    def __init__(self, operator: bool = True, delete_on_suspend: bool = True, clock: Clock | None = None):
+    def __init__(self, operator: bool = True, delete_on_suspend: bool = True, clock: Clock | None = None,
+                 replaces_pods: bool = False):
         self.clock = clock if clock is not None else FakeClock()
         self.simulated = isinstance(self.clock, FakeClock)
         self.lock = threading.RLock()
@@ -163,6 +166,7 @@ class FakeKube:
         self.watchers: list[queue.Queue] = []
         self.operator = operator
         self.delete_on_suspend = delete_on_suspend
+        self.replaces_pods = replaces_pods
         self.requests = 0
         self.by_verb: dict[str, int] = {}
         self.deleted_pods: list[str] = []
@@ -370,6 +374,8 @@ class FakeKube:
             for pod in list(self.pods.values()):
                 if pod["metadata"]["name"] == name and (uid is None or pod["metadata"]["uid"] == uid):
                     self.remove_pod(pod["metadata"]["uid"])
+                    if self.replaces_pods and self.operator:
+                        self.clock.call_later(0.5, self._fill, namespace, pod["metadata"]["labels"]["ray.io/cluster"])
                     return True
         return False
 
@@ -379,6 +385,22 @@ class FakeKube:
         if self.ray_jobs is None:
             raise ApiError(503, "ServiceUnavailable", f"no endpoints available for service {service!r}")
         return copy.deepcopy(self.ray_jobs)
+
+    def _fill(self, namespace: str, name: str) -> None:
+        """The operator's reconcile of a running cluster: each group back to its replicas,
+        from its current template (a removed group gets none)."""
+        with self.lock:
+            obj = self.clusters.get((namespace, name))
+            if obj is None or obj["spec"].get("suspend") is True:
+                return
+            spec = obj["spec"]
+            groups = [("head", "headgroup", spec["headGroupSpec"], 1)] + [
+                ("worker", g["groupName"], g, g.get("replicas", 0)) for g in spec.get("workerGroupSpecs", [])]
+            for node_type, group, g, count in groups:
+                have = sum(1 for p in self.pods_of(name, namespace) if p["metadata"]["labels"]["ray.io/group"] == group)
+                ann = dict(((g.get("template") or {}).get("metadata") or {}).get("annotations") or {})
+                for _ in range(count - have):
+                    self.add_pod(namespace, name, node_type, group, ann)
 
     def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         self._count("create")

@@ -7,11 +7,12 @@ resourceVersion the writer read (optimistic concurrency): two hooks can never bo
 they hold it.  A holder renews ``renewedAt`` while it works; a lock another hook has seen
 unchanged for longer than its lease belongs to a dead holder and is taken over.
 
-Phases of the full cycle (Recreate): ``locked`` (nothing changed yet) → ``suspended``
-(spec.suspend true, pods draining) → ``resumed`` (desired spec written, suspend false) →
-lock removed.  ReplaceGroups: ``locked`` (nothing changed yet, while the jobs step asks the
-Ray head) → ``replacing`` (desired spec written with the lock, in one write; the changed
-groups' stale pods being deleted in batches) → lock removed.
+Phases of the full cycle (Recreate): ``locked`` (nothing of the desired spec written) →
+``suspended`` (spec.suspend true, pods draining) → ``resumed`` (desired spec written, suspend
+false) → lock removed; a failed cycle resumed as it was goes back to ``locked`` before its
+unlock (a takeover then makes the cycle again).  ReplaceGroups: ``locked`` (nothing changed
+yet, while the jobs step asks the Ray head) → ``replacing`` (desired spec written with the
+lock, in one write; the changed groups' stale pods being deleted in batches) → lock removed.
 """
 
 from __future__ import annotations

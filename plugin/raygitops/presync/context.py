@@ -184,8 +184,9 @@ class Context:
 
     def test_pause(self, step: str) -> None:
         """RAYGITOPS_TEST_PAUSE_AT=<step>: sleep at that step so a test can SIGKILL the hook
-        deterministically (steps: locked, suspended, draining, resumed, replacing). Real
-        time, tests only; bounded, so a test that dies before its kill leaves no hook behind."""
+        deterministically (steps: locked, suspended, draining, resumed, replacing, recovering).
+        Real time, tests only; bounded, so a test that dies before its kill leaves no hook
+        behind."""
         if os.environ.get(PAUSE_ENV) == step:
             self.log.warn(self.key, step, f"{PAUSE_ENV}={step}: pausing (test hook)")
             threading.Event().wait(float(os.environ.get("RAYGITOPS_TEST_PAUSE_SECONDS", "120")))
