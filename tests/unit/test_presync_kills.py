@@ -8,7 +8,8 @@ cluster as it was (the drain had not finished), after one whose recovery resumes
 desired spec, after a stop request mid-drain, and in a replacement (ReplaceGroups). The next
 runs, with and without ``--wait-ready``: a cluster reported recreated, replaced or in sync
 runs only pods of its desired templates at that moment; no run leaves a cluster suspended
-when it succeeds; and within two more runs every cluster is on its target, unlocked.
+when it succeeds; within two more runs every cluster is on its target, unlocked; and a
+cycle is announced (Event ``RecreateStarted``) once per attempt, never again by a takeover.
 
 The same on the real control plane, for the resumed-as-it-was gap: tests/e2e/test_presync_hook.py
 (``test_a_hook_killed_inside_its_recovery_never_reports_a_recreate_that_did_not_happen``).
@@ -219,6 +220,9 @@ def test_a_run_after_a_kill_between_any_two_writes_reports_only_what_happened(sc
         live = kube.clusters[(NS, "demo")]
         if outcomes[-1] not in SUCCESS or LOCK_ANNOTATION in live["metadata"]["annotations"]:
             problems.append(f"killed before write {k}: not finished by {len(outcomes)} more runs: {outcomes}")
+        reasons = kube.event_reasons("demo")
+        if reasons.count("RecreateStarted") > 1 + reasons.count("RecreateFailed"):
+            problems.append(f"killed before write {k}: a cycle announced twice (a takeover is no new start): {reasons}")
     assert not problems, "\n".join(problems)
 
 

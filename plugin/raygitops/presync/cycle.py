@@ -294,7 +294,8 @@ def replace_batch(c: Context, s: State) -> None:
     first turn, on our ``locked`` lock, writes the desired spec (:func:`_start_replacing`)."""
     lock = c.my_lock(s)
     if lock.phase == locks.LOCKED:
-        _start_replacing(c, s, lock)
+        what = _start_replacing(c, s, lock)
+        c.event(s, events.STARTED, f"raygitops replaces the pods of {what} (head kept): {s.decision.reason}")
         return
     batch = replace.next_batch(c.plan, s.live, c.pods(), lock.groups)
     if batch.done:
@@ -384,10 +385,12 @@ def _resume(c: Context, s: State) -> None:
     prompt.prompt_operator(c, s, prompt.RESUME_TAKEN_IN)
 
 
-def _start_replacing(c: Context, s: State, lock: locks.Lock) -> None:
+def _start_replacing(c: Context, s: State, lock: locks.Lock) -> str:
     """One write: the desired spec (every template stamped with its desired hash, the scaling
     fields kept from the live object) and the ``replacing`` lock; from here on every pod the
-    operator creates runs the new template."""
+    operator creates runs the new template. What is replaced, in words (the first turn of
+    :func:`replace_batch` announces it in Event ``RecreateStarted``; a takeover of a
+    replacement is no new start)."""
     lock = replace_lock(lock, s.groups, c.clock.now())
     if s.started is None:
         s.started = c.clock.monotonic()
@@ -398,7 +401,7 @@ def _start_replacing(c: Context, s: State, lock: locks.Lock) -> None:
     what = f"worker groups {', '.join(s.groups) or '(removed groups only)'}"
     c.log.info(c.key, "replace", f"desired spec written; replacing the pods of {what} "
                f"(max unavailable {_limits(c, s)}); {', '.join(kept)} kept")
-    c.event(s, events.STARTED, f"raygitops replaces the pods of {what} (head kept): {s.decision.reason}")
+    return what
 
 
 def replace_lock(lock: locks.Lock, groups: tuple[str, ...], now: float) -> locks.Lock:
