@@ -130,8 +130,12 @@ def control_plane(_e2e_binaries) -> controlplane.ControlPlane:
             _default = None
 
 
+_next: controlplane.ControlPlane | None = None  # shared with tests/reliability too
+
+
 @pytest.fixture(scope="session")
 def control_plane_next(_e2e_binaries) -> controlplane.ControlPlane:
+    global _next
     version = controlplane.load_versions()["KUBERAY_NEXT_VERSION"]
     try:
         controlplane.locate_binaries((controlplane.operator_binary(version, controlplane.load_versions()),))
@@ -140,8 +144,11 @@ def control_plane_next(_e2e_binaries) -> controlplane.ControlPlane:
             pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {exc}", pytrace=False)
         pytest.skip(str(exc))
     for plane in _plane(version):
-        _started["control_plane_next"] = plane
-        yield plane
+        _next = _started["control_plane_next"] = plane
+        try:
+            yield plane
+        finally:
+            _next = None
 
 
 @pytest.fixture(params=["kuberay", "kuberay-next"])

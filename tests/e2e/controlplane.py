@@ -36,7 +36,9 @@ ControlPlane API
 ``.create_namespace(name)`` / ``.delete_namespace(name, wait=False)``
 ``.create_service_account(name, namespace)``; ``.create_token(sa, namespace, duration="1h")``
 ``.has(component)``  whether e.g. "kwok" / "kube-scheduler" runs
-``.stop_operator()`` / ``.start_operator()`` / ``.operator_running``
+``.stop_operator(kill=False)`` / ``.start_operator(kubeconfig=None)`` / ``.restart_operator(kubeconfig=None)``
+                     / ``.operator_running``: the operator's API requests go to the admin
+                     kubeconfig, or through a fault proxy's (``kubeconfig``, kept across restarts)
 ``.switch_operator(version, crds=None)``  run another KubeRay in place (an operator upgrade or
                      downgrade: its CRDs, or those of version ``crds``, replace the installed
                      ones; RayClusters and pods stay)
@@ -317,10 +319,12 @@ class Component:
         if self.proc is not None and self.proc.poll() is not None:
             raise ComponentExited(f"{self.name} exited with {self.proc.returncode}:\n{self.tail(30)}")
 
-    def stop(self, timeout: float = 10) -> None:
+    def stop(self, timeout: float = 10, kill: bool = False) -> None:
+        """SIGTERM, then SIGKILL after ``timeout`` s; with ``kill``, SIGKILL at once."""
         if self.proc is None:
             return
-        for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5)):
+        signals = ((signal.SIGKILL, 5),) if kill else ((signal.SIGTERM, timeout), (signal.SIGKILL, 5))
+        for sig, wait in signals:
             try:
                 os.killpg(self.proc.pid, sig)  # the whole group: no orphans
             except ProcessLookupError:
@@ -370,6 +374,7 @@ class ControlPlane:
         self.log_dir = self.workdir / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = str(self.workdir / "admin.kubeconfig")
+        self.operator_kubeconfig = self.kubeconfig  # where the operator's API requests go
         self.components: dict[str, Component] = {}
         self.server = ""
         # kubectl's discovery cache is keyed by host:port, new every session: keep it here
@@ -620,20 +625,32 @@ class ControlPlane:
 
     # --- operator
 
-    def start_operator(self) -> None:
+    def start_operator(self, kubeconfig: str | None = None) -> None:
+        """Start the operator (no-op when it runs). ``kubeconfig``: where its API requests go
+        from now on (a fault proxy's, tests/reliability/faultproxy.py); by default where they
+        went last, at first the admin kubeconfig."""
+        if kubeconfig is not None:
+            self.operator_kubeconfig = kubeconfig
         if self.has("ray-operator"):
             return
         op = self._run("ray-operator", [
-            f"-kubeconfig={self.kubeconfig}", "-enable-leader-election=false",
+            f"-kubeconfig={self.operator_kubeconfig}", "-enable-leader-election=false",
             "-metrics-addr=0", "-health-probe-bind-address=0", "-log-stdout-encoder=console",
         ], env={k: v for k, v in self.env.items() if k != "ENABLE_WEBHOOKS"}, binary=self.operator_binary)
         # The manager logs "Starting workers" per controller once its caches have synced.
         wait_for(lambda: op.check_alive() or "Starting workers" in op.output(), timeout=60,
                  message="ray-operator controllers started")
 
-    def stop_operator(self) -> None:
+    def stop_operator(self, kill: bool = False) -> None:
+        """Stop the operator: SIGTERM (its graceful shutdown), or with ``kill`` SIGKILL at once."""
         if "ray-operator" in self.components:
-            self.components["ray-operator"].stop()
+            self.components["ray-operator"].stop(kill=kill)
+
+    def restart_operator(self, kubeconfig: str | None = None) -> None:
+        """Stop the operator and start it again (its API requests going to ``kubeconfig``
+        from now on, when given)."""
+        self.stop_operator()
+        self.start_operator(kubeconfig)
 
     def switch_operator(self, version: str, crds: str | None = None) -> None:
         """Run KubeRay ``version`` in place of the current one: stop it, replace the CRDs with

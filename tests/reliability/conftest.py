@@ -5,6 +5,8 @@
   the e2e suite already started one in this session it is reused (one apiserver, not two);
   otherwise one is started here.  Without binaries, tests using it are skipped (failed with
   ``RAYGITOPS_REQUIRE_E2E=1``), exactly like tests/e2e.
+- ``control_plane_next`` (session, started only when asked for): the same with the next
+  KubeRay (KUBERAY_NEXT_VERSION), reused from tests/e2e likewise.
 - ``namespace`` (function): a fresh namespace on it.
 - ``proxy`` (function): a :class:`faultproxy.FaultProxy` in front of its apiserver.
 """
@@ -33,8 +35,6 @@ try:
 except controlplane.Unavailable as exc:
     _unavailable = str(exc)
 
-_own_plane: controlplane.ControlPlane | None = None
-
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
@@ -46,32 +46,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=_unavailable))
 
 
-def _e2e_plane(config: pytest.Config) -> controlplane.ControlPlane | None:
-    """The control plane tests/e2e/conftest.py started in this session, if any."""
+def _e2e_plane(config: pytest.Config, name: str = "_default") -> controlplane.ControlPlane | None:
+    """The control plane tests/e2e/conftest.py started in this session (its global ``name``), if any."""
     for plugin in config.pluginmanager.get_plugins():
         path = getattr(plugin, "__file__", None)
         if path and Path(path).resolve() == E2E_DIR / "conftest.py":
-            plane = getattr(plugin, "_default", None)
+            plane = getattr(plugin, name, None)
             if plane is not None and plane.has("kube-apiserver"):
                 return plane
     return None
 
 
-@pytest.fixture(scope="session")
-def control_plane(request: pytest.FixtureRequest) -> controlplane.ControlPlane:
-    global _own_plane
+def _session_plane(request: pytest.FixtureRequest, shared_name: str, kuberay: str | None = None):
     if _unavailable:
         pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {_unavailable}", pytrace=False)
-    shared = _e2e_plane(request.config)
+    shared = _e2e_plane(request.config, shared_name)
     if shared is not None:
         yield shared
         return
-    with controlplane.running() as plane:
-        _own_plane = plane
-        try:
-            yield plane
-        finally:
-            _own_plane = None
+    with controlplane.running(kuberay=kuberay) as plane:
+        yield plane
+
+
+@pytest.fixture(scope="session")
+def control_plane(request: pytest.FixtureRequest) -> controlplane.ControlPlane:
+    yield from _session_plane(request, "_default")
+
+
+@pytest.fixture(scope="session")
+def control_plane_next(request: pytest.FixtureRequest) -> controlplane.ControlPlane:
+    versions = controlplane.load_versions()
+    version = versions["KUBERAY_NEXT_VERSION"]
+    try:
+        controlplane.locate_binaries((controlplane.operator_binary(version, versions),))
+    except controlplane.Unavailable as exc:
+        if REQUIRE:
+            pytest.fail(f"RAYGITOPS_REQUIRE_E2E=1: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+    yield from _session_plane(request, "_next", version)
 
 
 @pytest.fixture
@@ -93,5 +105,8 @@ def proxy(control_plane: controlplane.ControlPlane):
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
     report = outcome.get_result()
-    if report.failed and _own_plane is not None and "control_plane" in getattr(item, "fixturenames", ()):
-        report.sections.append(("control plane logs", _own_plane.logs(tail=40)))
+    if report.failed:
+        for name in ("control_plane", "control_plane_next"):
+            plane = getattr(item, "funcargs", {}).get(name)
+            if isinstance(plane, controlplane.ControlPlane):
+                report.sections.append((f"{name} logs", plane.logs(tail=40)))

@@ -4,8 +4,9 @@ Clients (the hook, kubectl) speak plain HTTP to ``127.0.0.1:<port>`` with a kube
 has no credentials (:meth:`FaultProxy.write_kubeconfig`); the proxy forwards every request
 over HTTPS to the real apiserver with the admin client certificate read from the admin
 kubeconfig.  Responses are relayed faithfully: bodies with a Content-Length as such,
-streamed ones (watches, chunked lists) chunk by chunk, watch events line by line, as soon
-as the apiserver sends them.
+streamed ones (watches, chunked lists) chunk by chunk, watch events one by one (JSON lines,
+or the length-prefixed frames of a protobuf stream, which client-go asks for built-in kinds),
+as soon as the apiserver sends them.
 
 Faults are rules, evaluated in order for every request; the first that matches and wins
 its coin toss (``probability``, drawn from a seeded ``random.Random``) is injected:
@@ -133,9 +134,48 @@ def status_body(code: int, reason: str, message: str) -> bytes:
                        "message": message, "reason": reason, "code": code}).encode()
 
 
+GONE_MESSAGE = "too old resource version: injected by faultproxy"
 GONE_EVENT = json.dumps({"type": "ERROR", "object": {
     "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-    "message": "too old resource version: injected by faultproxy", "reason": "Expired", "code": 410}}).encode() + b"\n"
+    "message": GONE_MESSAGE, "reason": "Expired", "code": 410}}).encode() + b"\n"
+
+
+def _varint(n: int) -> bytes:
+    out = b""
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out += bytes([byte | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def _field(number: int, data: bytes) -> bytes:
+    """A length-delimited protobuf field."""
+    return _varint(number << 3 | 2) + _varint(len(data)) + data
+
+
+def gone_frame() -> bytes:
+    """GONE_EVENT in a protobuf watch stream (``application/vnd.kubernetes.protobuf;stream=watch``,
+    what client-go asks for built-in kinds): a 4-byte length, then a raw ``metav1.WatchEvent``
+    {type "ERROR", object: the Status as the protobuf serializer writes an object: ``k8s\\0``
+    and a ``runtime.Unknown`` {typeMeta {apiVersion, kind}, raw}}."""
+    status = (_field(2, b"Failure") + _field(3, GONE_MESSAGE.encode()) + _field(4, b"Expired")
+              + _varint(6 << 3) + _varint(410))
+    unknown = b"k8s\x00" + _field(1, _field(1, b"v1") + _field(2, b"Status")) + _field(2, status)
+    event = _field(1, b"ERROR") + _field(2, _field(1, unknown))
+    return struct.pack(">I", len(event)) + event
+
+
+def read_event(upstream: http.client.HTTPResponse, protobuf: bool) -> bytes:
+    """One event of a watch stream, as sent (b"" at its end): a JSON line, or a protobuf
+    frame (its 4-byte length and the message)."""
+    if not protobuf:
+        return upstream.readline()
+    head = upstream.read(4)
+    if len(head) < 4:
+        return b""
+    body = upstream.read(struct.unpack(">I", head)[0])
+    return head + body
 
 
 class _Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
@@ -410,6 +450,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _relay_watch(self, upstream: http.client.HTTPResponse, rule: Rule | None, conn: http.client.HTTPSConnection) -> None:
         proxy = self.server.proxy
         kind = rule.kind if rule else None
+        protobuf = "protobuf" in (upstream.getheader("Content-Type") or "")
         events = 0
         timer = None
         if kind == "watch-end":
@@ -427,10 +468,10 @@ class _Handler(BaseHTTPRequestHandler):
             while True:
                 if kind in ("watch-end", "watch-410") and events >= rule.events:
                     if kind == "watch-410":
-                        self._chunk(GONE_EVENT)
+                        self._chunk(gone_frame() if protobuf else GONE_EVENT)
                     return
                 try:
-                    line = upstream.readline()
+                    line = read_event(upstream, protobuf)
                 except (OSError, ValueError, http.client.HTTPException):
                     line = b""
                 if not line:

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import http.client
 import json
+import struct
 import subprocess
 import threading
 import time
 
 import pytest
 
-from reliability.faultproxy import FAULT_KINDS, FaultProxy, Rule, classify
+import controlplane
+from reliability.faultproxy import FAULT_KINDS, FaultProxy, Rule, classify, gone_frame
 
 pytestmark = pytest.mark.e2e
 
@@ -205,6 +207,72 @@ def test_watch_410_in_stream_and_http(control_plane, proxy, namespace) -> None:
     with pytest.raises(ApiException) as info:
         list(watch.Watch().stream(api.list_namespaced_config_map, namespace, timeout_seconds=5, resource_version="1"))
     assert info.value.status == 410
+
+
+PROTOBUF_WATCH = "application/vnd.kubernetes.protobuf;stream=watch"
+
+
+def _frames(resp: http.client.HTTPResponse) -> list[bytes]:
+    """The frames of a protobuf watch stream: a 4-byte length, then the message."""
+    frames = []
+    while True:
+        head = resp.read(4)
+        if len(head) < 4:
+            return frames
+        frames.append(resp.read(struct.unpack(">I", head)[0]))
+
+
+def test_protobuf_watch_frames_arrive_one_by_one_and_a_410_among_them(control_plane, proxy, namespace) -> None:
+    """client-go watches built-in kinds in protobuf (length-prefixed frames, no line breaks):
+    each frame is relayed as it comes, and the injected 410 is a protobuf ERROR event shaped
+    as the apiserver's own (a raw WatchEvent holding a Status with code 410)."""
+    _, listed = raw(proxy, "GET", f"/api/v1/namespaces/{namespace}/configmaps")
+    version = json.loads(listed.read())["metadata"]["resourceVersion"]
+    conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=30)
+    conn.request("GET", f"/api/v1/namespaces/{namespace}/configmaps?watch=true&timeoutSeconds=20"
+                 f"&resourceVersion={version}", headers={"Accept": PROTOBUF_WATCH})
+    resp = conn.getresponse()
+    assert resp.getheader("Content-Type") == PROTOBUF_WATCH
+    start = time.monotonic()
+    threading.Timer(0.5, lambda: control_plane.kubectl("create", "configmap", "pb", "-n", namespace)).start()
+    head = resp.read(4)
+    frame = resp.read(struct.unpack(">I", head)[0])
+    assert time.monotonic() - start < 5 and frame.startswith(b"\n\x05ADDED") and b"pb" in frame
+    conn.close()
+    proxy.add_rule(Rule("watch-410", events=1, limit=1))
+    conn = http.client.HTTPConnection("127.0.0.1", proxy.port, timeout=30)
+    conn.request("GET", f"/api/v1/namespaces/{namespace}/configmaps?watch=true&timeoutSeconds=20",
+                 headers={"Accept": PROTOBUF_WATCH})
+    frames = _frames(conn.getresponse())
+    assert [f[2:2 + f[1]] for f in frames] == [b"ADDED", b"ERROR"]  # field 1 (type), as the apiserver sends
+    assert frames[-1] == gone_frame()[4:]
+    assert b"Status" in frames[-1] and b"0\x9a\x03" in frames[-1]  # code (field 6) = 410
+
+
+@pytest.mark.parametrize("which", ["control_plane", "control_plane_next"])
+def test_the_operators_requests_through_the_proxy(request, which) -> None:
+    """The operator started with the proxy's kubeconfig: its requests (discovery, protobuf
+    watches, pod creates) go through it and a RayCluster gets its pods; with 410s injected
+    into its pod watches from the start it watches again (KubeRay 1.6.2's client-go streams
+    the initial list in a watch) and still does."""
+    from reliability.fleet import raycluster
+
+    plane = request.getfixturevalue(which)
+    ns = plane.create_namespace(controlplane.unique_name("opproxy"))
+    try:
+        with FaultProxy(plane.kubeconfig, seed=3) as p:
+            p.set_rules([Rule("watch-410", events=1, resources={"pods"}, limit=2)])
+            plane.restart_operator(p.write_kubeconfig())
+            try:
+                plane.apply(raycluster("c", "rayproject/ray:2.41.0"), namespace=ns)
+                plane.wait_for(lambda: len(plane.cluster_pods(ns, "c")) == 2, timeout=90, message="pods of c")
+                assert p.stats.requests["create pods"] == 2 and p.stats.faults["watch-410"] >= 1
+                plane.wait_for(lambda: p.stats.requests["watch pods"] >= 2, timeout=30,  # watched again after the 410
+                               message=f"a new pod watch: {p.stats.snapshot()}")
+            finally:
+                plane.restart_operator(plane.kubeconfig)
+    finally:
+        plane.delete_namespace(ns, wait=False)
 
 
 def test_random_mix_is_seeded_and_counted(control_plane, namespace) -> None:
