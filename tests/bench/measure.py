@@ -203,10 +203,10 @@ def _cell(value: float) -> str:
     return f"{value:.3f}" if value < 10 else f"{value:,.1f}"
 
 
-def write_doc_section(name: str, body: str) -> None:
-    """Replace the text between `<!-- NAME -->` and `<!-- /NAME -->` in docs/performance.md."""
-    text = DOC.read_text(encoding="utf-8")
+def write_doc_section(name: str, body: str, doc: Path = DOC) -> None:
+    """Replace the text between `<!-- NAME -->` and `<!-- /NAME -->` in ``doc`` (docs/performance.md)."""
+    text = doc.read_text(encoding="utf-8")
     pattern = re.compile(rf"(<!-- {re.escape(name)} -->\n).*?(<!-- /{re.escape(name)} -->)", re.S)
     if not pattern.search(text):
-        raise BenchmarkError(f"docs/performance.md has no <!-- {name} --> section")
-    DOC.write_text(pattern.sub(lambda m: m.group(1) + body.rstrip() + "\n" + m.group(2), text), encoding="utf-8")
+        raise BenchmarkError(f"{doc.relative_to(doc.parents[1])} has no <!-- {name} --> section")
+    doc.write_text(pattern.sub(lambda m: m.group(1) + body.rstrip() + "\n" + m.group(2), text), encoding="utf-8")

@@ -1,22 +1,26 @@
-"""Campaigns on the PreSync hook: faults, kills and concurrency, with the invariants checked
-after every hook run (see invariants.py and fleet.py).  Used by test_hook_campaigns.py and
-tests/bench/bench_reliability.py.
+"""Campaigns on the PreSync hook: sync rounds under faults (on the hook's API requests and on
+the operator's), SIGKILLs, operator outages and concurrent hooks, with the invariants checked
+after every hook run and every round (see invariants.py and fleet.py).  A round is a
+:class:`RoundPlan`; test_hook_campaigns.py and tests/bench/bench_reliability.py write theirs,
+the soak (soak.py) draws them from a seed.
 """
 
 from __future__ import annotations
 
+import base64
 import collections
+import contextlib
 import json
-import random
-import subprocess
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Iterator
 
 from reliability import invariants as inv
-from reliability.chaos import FlakyOperator
+from reliability.chaos import OperatorOutages, Outage, start_operator
 from reliability.faultproxy import FaultProxy, Rule
-from reliability.fleet import DRIFTING, UNTOUCHABLE, Fleet
+from reliability.fleet import BOUNDS, DRIFTING, REPLICAS, UNTOUCHABLE, Fleet, Rendered, Revision
+from reliability.recorder import Recorder
 
 # One rule set per fault kind, tuned so a hook run sees several faults but can still finish.
 KIND_RULES: dict[str, list[Rule]] = {
@@ -30,6 +34,48 @@ KIND_RULES: dict[str, list[Rule]] = {
     "watch-410": [Rule("watch-410", probability=0.7, events=1)],
     "http-410": [Rule("http-410", probability=0.5)],
 }
+HOSTILE = [Rule("reset-after", probability=0.5, verbs={"patch", "delete"}),
+           Rule("http-410", probability=1.0), Rule("503", probability=0.3, retry_after=0)]
+HOOK_MANAGED = (*DRIFTING, "replace", "config", "stable")  # clusters the hook brings to their target
+SUBSET = {"drift-a", "replace", "stable"}  # the overlapping plan of a concurrent round
+
+
+INVARIANTS = (  # every invariant the campaigns check, by name (the soak's table has a row for each)
+    "no cluster left suspended", "no lock left after a successful run",
+    "the hook changes only the pod-shaping spec, suspend and its annotations",
+    "no run reports a success that is not", "no pod of a cluster the hook leaves alone is deleted",
+    "no cluster recreated twice for one target", "every pod runs its target after the sync",
+    "every old pod of a drifted cluster is deleted", "the cycle records its target (last-recreate)",
+    "a replacement keeps the head's and the other groups' pods",
+    "a replacement keeps each group within its max-unavailable",
+    "no pod starts before its ConfigMap is written", "no pod starts before its Secret is written",
+    "a Secret's value appears nowhere but in Secrets", "a RecreateFailed Event only from a run that failed",
+    "at most one RecreateStarted Event per attempt", "at most one Resumed Event per attempt",
+    "a failed run leaves a cluster suspended only under its lock", "the sync succeeds within its attempts",
+    "converges after the sync", "the native Recreate replaces the pods after the sync",
+    "the hook never fails internally", "the hook never hangs", "the round runs to its end",
+)
+
+
+@contextlib.contextmanager
+def fleet_with_proxies(plane: Any, tmp: Path, rev: Revision | None = None) -> Iterator[tuple[Fleet, FaultProxy, FaultProxy]]:
+    """A fleet set up (at ``rev``) in two fresh namespaces, a fault proxy for the hook's
+    requests and one for the operator's (restarted with its requests through it; back to
+    the admin kubeconfig after)."""
+    import controlplane
+
+    ns = plane.create_namespace(controlplane.unique_name("fleet"))
+    foreign = plane.create_namespace(controlplane.unique_name("foreign"))
+    with FaultProxy(plane.kubeconfig) as proxy, FaultProxy(plane.kubeconfig) as operator_proxy:
+        plane.restart_operator(operator_proxy.write_kubeconfig())
+        try:
+            fleet = Fleet(plane, ns, foreign, tmp)
+            fleet.setup(rev)
+            yield fleet, proxy, operator_proxy
+        finally:
+            plane.restart_operator(plane.kubeconfig)
+            for name in (ns, foreign):
+                plane.delete_namespace(name, wait=False)
 
 
 def mixed_rules(scale: float = 1.0) -> list[Rule]:
@@ -42,175 +88,388 @@ def mixed_rules(scale: float = 1.0) -> list[Rule]:
     return rules
 
 
+def fresh(rules: list[Rule]) -> list[Rule]:
+    """Copies with their counters at zero (a rule counts what it fired)."""
+    return [Rule(r.kind, r.probability, r.verbs, r.resources, r.limit, r.retry_after, r.delay, r.events, r.after)
+            for r in rules]
+
+
+@dataclass
+class RoundPlan:
+    """One sync round: the app's revision, the faults on the hook's requests (``rules``) and
+    on the operator's (``operator_rules``), the SIGKILLs (attempt ``i`` of the hook killed
+    after ``kills[i]`` s), the operator's outages during the hook runs, how many hooks at
+    once (from 2, every second one on an overlapping plan), ``--wait-ready`` or not."""
+
+    revision: Revision
+    seed: int = 0
+    label: str = "round"
+    rules: list[Rule] = field(default_factory=list)
+    operator_rules: list[Rule] = field(default_factory=list)
+    kills: list[float] = field(default_factory=list)
+    outages: list[Outage] = field(default_factory=list)
+    concurrent: int = 1
+    wait_ready: bool = True
+    max_attempts: int = 10
+
+    def to_json(self) -> dict[str, Any]:
+        def rules(rs: list[Rule]) -> list[str]:
+            return [f"{r.kind}@{r.probability:.2f}" for r in rs]
+        return {"label": self.label, "seed": self.seed, "revision": self.revision.to_json(), "rules": rules(self.rules),
+                "operatorRules": rules(self.operator_rules), "kills": [round(k, 3) for k in self.kills],
+                "outages": [o.to_json() for o in self.outages], "concurrent": self.concurrent,
+                "waitReady": self.wait_ready}
+
+
 @dataclass
 class HookFigures:
     rounds: int = 0
     syncs: int = 0  # hook runs
     kills: int = 0
-    cycles: int = 0  # drifted clusters recreated onto their target, exactly once
+    cycles: int = 0  # drifted clusters brought onto their target, exactly once
     clusters_left_suspended: int = 0
     pods_wrongly_deleted: int = 0
     recreated_twice: int = 0
     internal_errors: int = 0
+    operator_outages: int = 0
+    takeovers: int = 0  # hook runs that took a lock over (log step "takeover")
+    ordered_pods: int = 0  # new pods ordered after the write of the config they read
+    unordered_pods: int = 0  # ... that could not be (first seen in a list, not a watch event)
     violations: list[str] = field(default_factory=list)
-    faults: collections.Counter = field(default_factory=collections.Counter)
+    invariants: collections.Counter = field(default_factory=collections.Counter)  # invariant -> violations
+    paths: collections.Counter = field(default_factory=collections.Counter)  # path -> rounds that took it
+    faults: collections.Counter = field(default_factory=collections.Counter)  # on the hook's requests
+    operator_faults: collections.Counter = field(default_factory=collections.Counter)  # on the operator's
     kill_phases: collections.Counter = field(default_factory=collections.Counter)  # lock phase a kill left
     requests: collections.Counter = field(default_factory=collections.Counter)
+    operator_requests: collections.Counter = field(default_factory=collections.Counter)
+    most_unavailable: dict[str, int] = field(default_factory=dict)  # replaced group -> most pods missing
     failed_runs: list[str] = field(default_factory=list)  # warn/error lines of runs that did not exit 0
     seconds: float = 0.0
 
+    COUNTS = ("rounds", "syncs", "kills", "cycles", "clusters_left_suspended", "pods_wrongly_deleted",
+              "recreated_twice", "internal_errors", "operator_outages", "takeovers", "ordered_pods",
+              "unordered_pods", "seconds")
+    COUNTERS = ("invariants", "paths", "faults", "operator_faults", "kill_phases", "requests", "operator_requests")
+
+    def violate(self, invariant: str, messages: list[str], where: str = "") -> None:
+        assert invariant in INVARIANTS, invariant
+        self.invariants[invariant] += len(messages)
+        self.violations += [f"{where}{invariant}: {m}" for m in messages]
+
     def merge(self, other: "HookFigures") -> None:
-        for name in ("rounds", "syncs", "kills", "cycles", "clusters_left_suspended", "pods_wrongly_deleted",
-                     "recreated_twice", "internal_errors", "seconds"):
+        for name in self.COUNTS:
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        for name in self.COUNTERS:
+            getattr(self, name).update(getattr(other, name))
         self.violations += other.violations
         self.failed_runs += other.failed_runs
-        self.faults.update(other.faults)
-        self.kill_phases.update(other.kill_phases)
-        self.requests.update(other.requests)
+        for group, n in other.most_unavailable.items():
+            self.most_unavailable[group] = max(self.most_unavailable.get(group, 0), n)
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
-        d["faults"], d["requests"] = dict(self.faults), dict(self.requests)
-        d["kill_phases"] = dict(self.kill_phases)
+        for name in self.COUNTERS:
+            d[name] = dict(getattr(self, name))
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "HookFigures":
+        f = cls(**{k: v for k, v in d.items() if k not in cls.COUNTERS})
+        for name in cls.COUNTERS:
+            setattr(f, name, collections.Counter(d.get(name) or {}))
+        return f
 
-def _targets(objs: list[dict[str, Any]], namespace: str) -> dict[str, set[str]]:
-    return {f"{namespace}/{o['metadata']['name']}": inv.desired_hashes(o) for o in objs
-            if o["kind"] == "RayCluster" and o["metadata"]["name"] in DRIFTING}
+
+@dataclass
+class _Round:
+    """What one round knows while it runs."""
+
+    fleet: Fleet
+    plan: RoundPlan
+    figures: HookFigures
+    main: Rendered
+    want: dict[str, dict[str, inv.Stamp]]  # every planned cluster's target
+    drifting: dict[str, str]  # cluster -> how it reaches its target: "recreate" | "replace"
+    untouchable: list[str]
+    old: dict[str, dict[str, dict[str, Any]]]  # cluster -> uid -> pod, at the start
+    passwords: list[str]
+    abandoned: collections.Counter = field(default_factory=collections.Counter)  # cluster -> failed/deferred runs
+    texts: dict[str, str] = field(default_factory=dict)  # where a Secret must never appear
+
+    def where(self, attempt: int | None = None) -> str:
+        return f"round {self.fleet.round}" + (f" attempt {attempt}" if attempt else "") + ": "
+
+    def violate(self, invariant: str, messages: list[str], attempt: int | None = None) -> None:
+        self.figures.violate(invariant, messages, self.where(attempt))
 
 
-def sync_round(fleet: Fleet, proxy: FaultProxy, figures: HookFigures, *,
-               rules: list[Rule] | None = None, seed: int = 0,
-               kill: Callable[[int], float | None] | None = None,
-               concurrent: int = 1, subset: bool = False, max_attempts: int = 8,
-               flaky_operator: bool = False) -> None:
-    """One sync of a new revision (every drifting cluster gets a new image) under faults:
-    the hook is run (and rerun, as Argo CD retries a failed sync) until it exits 0, the
-    manifests are applied, and every invariant is checked."""
+def sync_round(fleet: Fleet, proxy: FaultProxy, figures: HookFigures, plan: RoundPlan,
+               operator_proxy: FaultProxy | None = None, passwords: list[str] | None = None) -> None:
+    """One sync of ``plan.revision``: the hook is run (and rerun, as Argo CD retries a failed
+    sync) until it exits 0, the manifests are applied, the pods converge, and every
+    invariant is checked (after each hook run and after the round).  ``passwords``: every
+    Secret value the fleet has had (none may appear anywhere)."""
     start = time.monotonic()
     fleet.round += 1
-    fleet.write(fleet.round)
-    objs, plan = fleet.render()
-    plans = [plan]
-    if subset:  # an overlapping plan: another render holding only some of the clusters
-        sub_app = fleet.write(fleet.round, only={"drift-a", "stable"}, app=fleet.tmp / f"sub-{fleet.round}")
-        _, sub_plan = fleet.render(sub_app, tag="-sub")
-        plans.append(sub_plan)
-    targets = _targets(objs, fleet.namespace)
-    untouchable = [f"{fleet.namespace}/{n}" for n in UNTOUCHABLE] + [f"{fleet.foreign_namespace}/drift-a"]
-    old_uids = {c: {p["metadata"]["uid"] for p in fleet.live_pods() if inv.pod_cluster(p) == c} for c in targets}
-    violations: list[str] = []
-    events_before = {r: fleet.events(r) for r in ("RecreateStarted", "Resumed", "RecreateFailed")}
-    abandoned: collections.Counter = collections.Counter()  # per cluster: runs that reported it failed/deferred
-    proxy.set_rules(rules or [], seed=seed)
+    ns = fleet.namespace
+    previous = fleet.revision
+    fleet.revision = plan.revision
+    fleet.write(plan.revision)
+    main = fleet.render()
+    pairs = [(main.plan, main.secrets)]
+    if plan.concurrent > 1:  # an overlapping plan: another render holding only some of the clusters
+        sub = fleet.render(fleet.write(plan.revision, only=SUBSET, app=fleet.tmp / f"sub-{fleet.round}"), tag="-sub")
+        pairs = [(main.plan, main.secrets) if i % 2 == 0 else (sub.plan, sub.secrets) for i in range(plan.concurrent)]
+        texts = {"the overlapping render": _rendered_text(sub)}
+    else:
+        texts = {}
+    want = inv.targets(main.clusters(), ns)
+    pods = fleet.live_pods()
+    clusters = {inv.key(c): c for c in fleet.live_clusters()}
+    old = {c: {p["metadata"]["uid"]: p for p in pods if inv.pod_cluster(p) == c} for c in want}
+    drifting = {}
+    for name in HOOK_MANAGED:
+        c = f"{ns}/{name}"
+        if any(inv.stamp(p) != want[c].get(inv.pod_group(p)) for p in old[c].values()):
+            drifting[c] = "replace" if name == "replace" and _only_workers(old[c], want[c]) else "recreate"
+    untouchable = [f"{ns}/{n}" for n in UNTOUCHABLE] + [f"{fleet.foreign_namespace}/drift-a"]
+    untouchable += [f"{ns}/{n}" for n in HOOK_MANAGED if f"{ns}/{n}" not in drifting]
+    r = _Round(fleet, plan, figures, main, want, drifting, untouchable, old,
+               sorted(set((passwords or []) + [plan.revision.password])), texts=texts)
+    r.texts["the render (every object but Secrets)"] = _rendered_text(main)
+    _count_paths(r, previous, clusters)
+    last_before = {c: inv.annotations(clusters[c]).get(inv.LAST) for c in drifting}
+    events_before = {reason: fleet.event_counts(reason) for reason in ("RecreateStarted", "Resumed", "RecreateFailed")}
+    proxy.set_rules(fresh(plan.rules), seed=plan.seed)
     proxy.reset_stats()
+    if operator_proxy is not None:
+        operator_proxy.set_rules(fresh(plan.operator_rules), seed=plan.seed + 1)
+        operator_proxy.reset_stats()
     kubeconfig = proxy.write_kubeconfig()
-    operator = FlakyOperator(fleet.plane, down=2.0, period=5.0, seed=seed) if flaky_operator else None
     try:
-        with inv.PodWatch(fleet.plane.kubeconfig, [fleet.namespace, fleet.foreign_namespace]) as watch:
-            if operator:
-                operator.__enter__()
-            attempt = 0
-            while True:
-                attempt += 1
-                before = fleet.live_clusters()
-                if concurrent > 1 or len(plans) > 1:
-                    runs = _concurrent(fleet, [plans[i % len(plans)] for i in range(max(concurrent, len(plans)))],
-                                       kubeconfig)
-                else:
-                    runs = [fleet.hook(plan, kubeconfig, kill_after=kill(attempt) if kill else None)]
-                figures.syncs += len(runs)
-                figures.kills += sum(r.killed for r in runs)
-                after = fleet.live_clusters()
-                if any(r.killed for r in runs):
-                    for obj in after:
-                        if inv.key(obj) in targets:
-                            lock = inv.annotations(obj).get(inv.LOCK)
-                            figures.kill_phases[json.loads(lock).get("phase", "?") if lock else "unlocked"] += 1
-                violations += [f"round {fleet.round} attempt {attempt}: {v}" for v in inv.hook_only_changes(before, after)]
-                for r in runs:
-                    for item in (r.report or {}).get("clusters") or []:
-                        if item.get("outcome") in ("failed", "deferred"):
-                            abandoned[f"{item['namespace']}/{item['name']}"] += 1
-                    if r.code != 0:
-                        figures.failed_runs += [f"round {fleet.round} attempt {attempt}: {line}"
-                                                for line in _trouble(r.stderr)]
-                    if r.code not in (0, 1, None):
-                        figures.internal_errors += 1
-                        violations.append(f"hook exit {r.code}: {r.stderr.strip().splitlines()[-1:]}")
-                    if r.code is None and not r.killed:
-                        violations.append("hook hung past its own timeout")
-                if all(r.code == 0 for r in runs):
-                    left = inv.suspended_clusters(after)
-                    figures.clusters_left_suspended += len(left)
-                    violations += left + inv.locks_left(after)
-                    break
-                violations += [f"after a failed/killed run: {v}" for v in inv.suspended_clusters(after, allow_locked=True)]
-                if attempt >= max_attempts:
-                    violations.append(f"round {fleet.round}: no successful hook run in {attempt} attempts: "
-                                      + " | ".join(r.stderr.strip().splitlines()[-1][:300] for r in runs
-                                                   if r.stderr.strip()))
-                    break
-            if operator:
-                operator.stop()
-            stats = proxy.reset_stats()
+        with Recorder(fleet.plane.kubeconfig, [ns, fleet.foreign_namespace]) as rec:
+            with OperatorOutages(fleet.plane, plan.outages) as outages:
+                converged = _hook_until_success(r, pairs, kubeconfig)
+                if operator_proxy is not None:  # the faults end with the hook runs, then the outages
+                    stats = operator_proxy.reset_stats()
+                    figures.operator_faults.update(stats.faults)
+                    figures.operator_requests.update(stats.requests)
+                    operator_proxy.clear()
+            hook_done = time.monotonic()
+            figures.operator_outages += outages.done
+            figures.faults.update(proxy.reset_stats().faults)
             proxy.clear()
-            figures.faults.update(stats.faults)
-            figures.requests.update(stats.requests)
-            fleet.apply(objs)
-            want = dict(targets) | {c: None for c in untouchable}
+            fleet.apply(main.objs)
+            final = {c: t for c, t in want.items() if c.split("/")[1] in (*HOOK_MANAGED, "native")}
             try:
-                fleet.wait_pods(want, timeout=120)
+                live_pods = fleet.wait_converged(main, final, timeout=120)
             except TimeoutError as err:
-                violations.append(f"round {fleet.round}: did not converge: {err}")
-            live = fleet.live_clusters()
-            left = inv.suspended_clusters(live)
-            figures.clusters_left_suspended += len(left)
-            violations += left
-            pods = fleet.live_pods()
-            watch.settle(1.5)
-            wrong = watch.wrongly_deleted(untouchable)
-            figures.pods_wrongly_deleted += len(wrong)
-            violations += wrong
-            new_events = {reason: collections.Counter({c: n - before.get(c, 0) for c, n in fleet.events(reason).items()})
-                          for reason, before in events_before.items()}
-            for cluster, failed in new_events["RecreateFailed"].items():
-                # a RecreateFailed Event only from a run that reported the cluster failed
-                if failed > abandoned[cluster]:
-                    violations.append(f"{cluster}: {failed} RecreateFailed Events, {abandoned[cluster]} failed runs")
-            for reason in ("RecreateStarted", "Resumed"):
-                # Events are for people, best effort (a lost one is fine), but never doubled:
-                # one per attempt on a drifted cluster (an attempt that failed was rolled back
-                # and said so with RecreateFailed; the next run starts a new one), none for the others.
-                for cluster, new in new_events[reason].items():
-                    allowed = 1 + new_events["RecreateFailed"][cluster] if cluster in targets else 0
-                    if new > allowed:
-                        violations.append(f"{cluster}: {new} {reason} Events in one round "
-                                          f"({new_events['RecreateFailed'][cluster]} RecreateFailed)")
-            for cluster, target in targets.items():
-                twice = watch.recreated_twice(cluster, target)
-                figures.recreated_twice += bool(twice)
-                violations += twice
-                violations += inv.pods_on_target(pods, cluster, target)
-                missing = old_uids[cluster] - watch.deleted_uids(cluster)
-                if missing:
-                    violations.append(f"{cluster}: old pods never deleted: {sorted(missing)}")
-                obj = next(o for o in live if inv.key(o) == cluster)
-                last = inv.annotations(obj).get(inv.LAST)
-                done = bool(last) and set([json.loads(last)["to"]["head"], *json.loads(last)["to"]["workers"].values()]) == target
-                if not done:
-                    violations.append(f"{cluster}: last-recreate does not record the target: {last}")
-                if done and not twice and not missing:
-                    figures.cycles += 1
+                r.violate("converges after the sync", [str(err)[:600]])
+                live_pods = fleet.live_pods()
+            rec.settle(1.5)
+            if converged:
+                _check_round(r, rec, hook_done, live_pods, last_before, events_before)
     finally:
-        if operator and not fleet.plane.operator_running:
-            fleet.plane.start_operator()
         proxy.clear()
+        if operator_proxy is not None:
+            operator_proxy.clear()
+        if not fleet.plane.operator_running:
+            start_operator(fleet.plane)
     figures.rounds += 1
-    figures.violations += violations
     figures.seconds += time.monotonic() - start
+
+
+def _only_workers(pods: dict[str, dict[str, Any]], target: dict[str, inv.Stamp]) -> bool:
+    """ReplaceGroups replaces (rather than recreates) when the head runs its target."""
+    return all(inv.stamp(p) == target["head"] for p in pods.values() if inv.pod_group(p) == "head")
+
+
+def _count_paths(r: _Round, previous: Revision, clusters: dict[str, dict[str, Any]]) -> None:
+    """Which paths of the hook this round takes (for the figures)."""
+    ns, paths, rev = r.fleet.namespace, r.figures.paths, r.plan.revision
+    for c, how in r.drifting.items():
+        name = c.split("/")[1]
+        groups = {inv.pod_group(p) for p in r.old[c].values()}
+        changed = {kind for p in r.old[c].values() for kind, i in (("template", 0), ("ConfigMap", 1), ("Secret", 2))
+                   if inv.stamp(p)[i] != (r.want[c].get(inv.pod_group(p)) or (None, None, None))[i]
+                   and inv.pod_group(p) in r.want[c]}
+        if name == "replace":
+            paths["ReplaceGroups: groups replaced" if how == "replace" else "ReplaceGroups: head changed, full cycle"] += 1
+            if groups - set(r.want[c]):
+                paths["ReplaceGroups: worker group removed"] += 1
+        else:
+            paths[f"Recreate: {name}"] += 1
+        for kind in sorted(changed - {"template"}):
+            paths[f"{kind} written before new pods ({name})"] += 1
+    if "extra" in r.want.get(f"{ns}/replace", {}) and not previous.extra:
+        paths["ReplaceGroups: worker group added"] += 1
+    for name in ("noopt", "jobowned", "jobref", "native"):
+        if dict(previous.images).get(name) != dict(rev.images).get(name) and f"{ns}/{name}" in r.want:
+            paths[{"noopt": "not opted in, image changed", "jobowned": "RayJob-owned (plan), image changed",
+                   "jobref": "RayJob-owned (live ownerReference), image changed",
+                   "native": "native Recreate by KubeRay 1.6, beside the hook"}[name]] += 1
+    if r.plan.concurrent > 1:
+        paths[f"{r.plan.concurrent} hooks at once, overlapping plans"] += 1
+    if not r.plan.wait_ready:
+        paths["--no-wait-ready"] += 1
+
+
+def _rendered_text(rendered: Rendered) -> str:
+    return json.dumps([o for o in rendered.objs + rendered.hooks if o["kind"] != "Secret"])
+
+
+def _hook_until_success(r: _Round, pairs: list, kubeconfig: str) -> bool:
+    """Run the hook (rerun as Argo CD retries) until every run exits 0; per-run invariants.
+    Whether it ended in a successful run."""
+    fleet, plan, figures = r.fleet, r.plan, r.figures
+    waited = plan.wait_ready and fleet.wait_ready
+    for attempt in range(1, plan.max_attempts + 1):
+        before = fleet.live_clusters()
+        kill = plan.kills[attempt - 1] if attempt <= len(plan.kills) else None
+        runs = fleet.hook([p for p, _ in pairs], kubeconfig, secrets=[s for _, s in pairs], kill_after=kill,
+                          wait_ready=plan.wait_ready)
+        figures.syncs += len(runs)
+        figures.kills += sum(run.killed for run in runs)
+        after = fleet.live_clusters()
+        pods = fleet.live_pods()
+        if any(run.killed for run in runs):
+            for obj in after:
+                if inv.key(obj) in r.drifting:
+                    lock = inv.annotations(obj).get(inv.LOCK)
+                    figures.kill_phases[json.loads(lock).get("phase", "?") if lock else "unlocked"] += 1
+        r.violate("the hook changes only the pod-shaping spec, suspend and its annotations",
+                  inv.hook_only_changes(before, after), attempt)
+        for i, run in enumerate(runs):
+            figures.takeovers += '"step": "takeover"' in run.stderr
+            r.texts[f"the log and report of attempt {attempt} hook {i}"] = run.stdout + run.stderr
+            if run.killed:
+                continue
+            for item in (run.report or {}).get("clusters") or []:
+                if item.get("outcome") in ("failed", "deferred"):
+                    r.abandoned[f"{item['namespace']}/{item['name']}"] += 1
+            r.violate("no run reports a success that is not", inv.false_successes(run.report, after, pods, {
+                c: t for c, t in r.want.items() if c.split("/")[1] in HOOK_MANAGED}, waited), attempt)
+            if run.code != 0:
+                figures.failed_runs += [f"{r.where(attempt)}{line}" for line in _trouble(run.stderr)]
+            if run.code not in (0, 1, None):
+                figures.internal_errors += 1
+                r.violate("the hook never fails internally", [f"exit {run.code}: {run.stderr.strip().splitlines()[-1:]}"],
+                          attempt)
+            if run.code is None:
+                r.violate("the hook never hangs", ["hung past its own timeout"], attempt)
+        if all(run.code == 0 for run in runs):
+            left = inv.suspended_clusters(after)
+            figures.clusters_left_suspended += len(left)
+            r.violate("no cluster left suspended", left, attempt)
+            r.violate("no lock left after a successful run", inv.locks_left(after), attempt)
+            return True
+        r.violate("a failed run leaves a cluster suspended only under its lock",
+                  inv.suspended_clusters(after, allow_locked=True), attempt)
+    r.violate("the sync succeeds within its attempts", [
+        f"no successful hook run in {plan.max_attempts} attempts: "
+        + " | ".join(run.stderr.strip().splitlines()[-1][:300] for run in runs if run.stderr.strip())])
+    return False
+
+
+def _check_round(r: _Round, rec: Recorder, hook_done: float, pods: list[dict[str, Any]],
+                 last_before: dict[str, str | None], events_before: dict[str, dict[str, int]]) -> None:
+    fleet, figures = r.fleet, r.figures
+    changes, initial = rec.changes(), rec.initial
+    live = {inv.key(c): c for c in fleet.live_clusters()}
+    left = inv.suspended_clusters(live.values())
+    figures.clusters_left_suspended += len(left)
+    r.violate("no cluster left suspended", left)
+    native = [c for c in r.want if c.endswith("/native")]
+    wrong = inv.wrongly_deleted(changes, r.untouchable) + inv.wrongly_deleted(changes, native, until=hook_done)
+    figures.pods_wrongly_deleted += len(wrong)
+    r.violate("no pod of a cluster the hook leaves alone is deleted", wrong)
+    for c in native:  # KubeRay's own Recreate after the apply: the pods run the new spec
+        r.violate("the native Recreate replaces the pods after the sync", inv.pods_on_target(pods, c, r.want[c]))
+    for cluster, how in r.drifting.items():
+        target = r.want[cluster]
+        twice = inv.recreated_twice(changes, cluster, target)
+        figures.recreated_twice += bool(twice)
+        r.violate("no cluster recreated twice for one target", twice)
+        r.violate("every pod runs its target after the sync", inv.pods_on_target(pods, cluster, target))
+        deleted = {c.uid for c in inv.deletions(changes)}
+        old = r.old[cluster]
+        if how == "replace":
+            replaced = {g for g in target if g != "head" and any(
+                inv.pod_group(p) == g and inv.stamp(p) != target[g] for p in old.values())}
+            gone = {u for u, p in old.items() if inv.pod_group(p) in replaced or inv.pod_group(p) not in target}
+            kept = set(old) - gone
+            r.violate("a replacement keeps the head's and the other groups' pods",
+                      [f"{cluster}: pod {old[u]['metadata']['name']} of group {inv.pod_group(old[u])} deleted"
+                       for u in sorted(kept & deleted)])
+            worst = inv.unavailability(
+                [p for p in initial.get("pods", []) if inv.pod_cluster(p) == cluster], changes, cluster,
+                {g: REPLICAS[g] for g in replaced if g in REPLICAS}, until=hook_done)
+            for group, n in worst.items():
+                figures.most_unavailable[group] = max(figures.most_unavailable.get(group, 0), n)
+            r.violate("a replacement keeps each group within its max-unavailable",
+                      [f"{cluster}: group {g}: {n} pods unavailable at once, at most {BOUNDS[g]}"
+                       for g, n in sorted(worst.items()) if n > BOUNDS[g]])
+        else:
+            gone = set(old)
+        missing = gone - deleted
+        r.violate("every old pod of a drifted cluster is deleted",
+                  [f"{cluster}: old pods never deleted: {sorted(old[u]['metadata']['name'] for u in missing)}"]
+                  if missing else [])
+        last = inv.annotations(live[cluster]).get(inv.LAST)
+        recorded = last != last_before[cluster] and bool(last) and set(
+            [json.loads(last)["to"]["head"], *json.loads(last)["to"]["workers"].values()]) == {
+            t for t, _, _ in target.values()}
+        if not recorded:
+            r.violate("the cycle records its target (last-recreate)", [f"{cluster}: {last}"])
+        if recorded and not twice and not missing:
+            figures.cycles += 1
+    _check_config_order(r, rec)
+    _check_events(r, events_before)
+    r.texts["the namespace's Events"] = json.dumps(fleet.events())
+    r.texts["the RayClusters' annotations"] = json.dumps([inv.annotations(c) for c in live.values()])
+    r.texts["the pods' annotations"] = json.dumps([inv.annotations(p) for p in pods])
+    r.violate("a Secret's value appears nowhere but in Secrets", inv.leaks(r.passwords, r.texts))
+
+
+def _check_config_order(r: _Round, rec: Recorder) -> None:
+    """Every new pod made from a changed config was created after the hook wrote it."""
+    rev = r.plan.revision
+    wanted = {("configmaps", "settings", 1): {"MODE": rev.settings},
+              ("secrets", "creds", 2): {"PASSWORD": base64.b64encode(rev.password.encode()).decode()}}
+    for (resource, name, slot), data in wanted.items():
+        written = inv.first_content(rec.initial.get(resource, []), rec.changes(resource), resource, name, data)
+        if written == 0:
+            continue  # held it already: nothing new for a pod to wait for
+        for cluster in r.drifting:
+            groups = {g: s for g, s in r.want[cluster].items() if s[slot] is not None and any(
+                inv.pod_group(p) == g and inv.stamp(p)[slot] != s[slot] for p in r.old[cluster].values())}
+            if not groups:
+                continue
+            bad, unordered = inv.created_before_config(rec.changes("pods"), cluster, groups, written)
+            r.figures.unordered_pods += unordered
+            r.figures.ordered_pods += sum(1 for c in inv.created(rec.changes("pods")) if inv.pod_cluster(c.obj) == cluster
+                                          and groups.get(inv.pod_group(c.obj)) == inv.stamp(c.obj)) - unordered
+            r.violate(f"no pod starts before its {'ConfigMap' if slot == 1 else 'Secret'} is written", bad)
+
+
+def _check_events(r: _Round, events_before: dict[str, dict[str, int]]) -> None:
+    new = {reason: collections.Counter({c: n - before.get(c, 0) for c, n in r.fleet.event_counts(reason).items()})
+           for reason, before in events_before.items()}
+    for cluster, failed in new["RecreateFailed"].items():
+        # a RecreateFailed Event only from a run that reported the cluster failed
+        if failed > r.abandoned[cluster]:
+            r.violate("a RecreateFailed Event only from a run that failed",
+                      [f"{cluster}: {failed} RecreateFailed Events, {r.abandoned[cluster]} failed runs"])
+    for reason in ("RecreateStarted", "Resumed"):
+        # Events are for people, best effort (a lost one is fine), but never doubled: one per
+        # attempt on a drifted cluster (an attempt that failed was rolled back and said so with
+        # RecreateFailed; the next run starts a new one), none for the others.
+        for cluster, n in new[reason].items():
+            allowed = 1 + new["RecreateFailed"][cluster] if cluster in r.drifting else 0
+            if n > allowed:
+                r.violate(f"at most one {reason} Event per attempt",
+                          [f"{cluster}: {n} {reason} Events in one round ({new['RecreateFailed'][cluster]} RecreateFailed)"])
 
 
 def _trouble(stderr: str, limit: int = 12) -> list[str]:
@@ -224,32 +483,3 @@ def _trouble(stderr: str, limit: int = 12) -> list[str]:
         if isinstance(doc, dict) and doc.get("level") in ("warn", "error"):
             lines.append(f"{doc.get('level')} {doc.get('cluster')} {doc.get('step')}: {str(doc.get('msg'))[:200]}")
     return lines[:limit]
-
-
-def _concurrent(fleet: Fleet, plans, kubeconfig: str):
-    from reliability.fleet import HookRun
-
-    start = time.monotonic()
-    procs = [fleet.spawn(p, kubeconfig) for p in plans]
-    runs = []
-    for p in procs:
-        try:
-            out, err = p.communicate(timeout=fleet.hook_timeout + 60)
-            code = p.returncode
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
-            code = None
-        runs.append(HookRun(code, out, err, time.monotonic() - start))
-    fleet.runs.extend(runs)
-    return runs
-
-
-def kill_schedule(seed: int, kills: int, max_delay: float) -> Callable[[int], float | None]:
-    """SIGKILL the first ``kills`` attempts after a random delay in (0.2, max_delay) s."""
-    rng = random.Random(seed)
-
-    def delay(attempt: int) -> float | None:
-        return rng.uniform(0.2, max_delay) if attempt <= kills else None
-
-    return delay

@@ -1,36 +1,59 @@
-"""Invariants of the recreate cycle, checked after every hook run of a campaign (reusable).
+"""Invariants of the hook, checked after every hook run and every round of a campaign
+(reusable, pure: objects are plain dicts as the API returns them; a round's history is a
+:class:`~reliability.recorder.Recorder`'s list of changes).
 
 Every check returns a list of violations (empty: fine) so a campaign can count them and
-report all at once.  Objects are plain dicts as the API returns them.
+report all at once.  A pod's *stamp* is what it was made from: its template hash and, where
+its group reads tracked config, the ConfigMaps' and Secrets' hashes (:func:`stamp`); a
+cluster's *target* is the stamp of each of its groups in the render being synced
+(:func:`targets`).
+
+After each hook run:
 
 - :func:`suspended_clusters`: no cluster left suspended unless desired (a failed run may leave
-  one suspended only with a raygitops lock on it, for the next run to finish);
-- :func:`pods_on_target`: the pods of a recreated cluster all carry the new hash;
+  one suspended only with a raygitops lock on it, for the next run to finish); :func:`locks_left`;
 - :func:`hook_only_changes`: the hook changed nothing but the pod-shaping spec, spec.suspend
   and ``raygitops.dev/*`` annotations (status, managedFields, resourceVersion, generation
   ignored);
-- :class:`PodWatch`: every pod deletion while a campaign round runs (a watch, not polling, so
-  no deletion is missed): pods wrongly deleted (clusters that must not be touched) and
-  clusters recreated more than once per target (a pod carrying the target hash deleted).
+- :func:`false_successes`: every cluster a run reports recreated, replaced or in sync runs,
+  when the run ends, only pods made from its target (and, when it waited for readiness,
+  only Ready ones): a failed recreate is never reported as a success by a later run;
+- :func:`leaks`: a Secret's value appears in no log line, report, Event, annotation or
+  rendered object other than a Secret.
+
+After each round, over what the recorder saw (:func:`deletions`, :func:`created`):
+
+- :func:`wrongly_deleted`: no pod of a cluster the hook must leave alone deleted;
+- :func:`recreated_twice`: no pod made during the round from its target deleted again;
+- :func:`pods_on_target`: every live pod of a synced cluster made from its target;
+- :func:`unavailability`: during a replacement, per worker group, the pods its spec asks for
+  minus its Ready, not terminating pods, at every change: never beyond the group's bound;
+- :func:`created_before_config`: no pod made from a new config hash created before the hook
+  wrote that content.
 """
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
-import threading
-import time
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from raygitops.model.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED
 from raygitops.model.objmeta import annotations
 
+from reliability.recorder import Change
+
 HASH = "raygitops.dev/template-hash"
 HASHES = "raygitops.dev/template-hashes"
+CONFIG_HASH = "raygitops.dev/config-hash"
+SECRET_HASH = "raygitops.dev/secret-hash"
 LOCK = "raygitops.dev/recreate"
 LAST = "raygitops.dev/last-recreate"
 PREFIX = "raygitops.dev/"
+SUCCESS = ("recreated", "replaced", "in-sync")
+
+Stamp = tuple[str | None, str | None, str | None]  # template hash, config hash, secret hash
 
 
 def key(obj: dict[str, Any]) -> str:
@@ -47,9 +70,45 @@ def pod_hash(pod: dict[str, Any]) -> str | None:
     return annotations(pod).get(HASH)
 
 
+def stamp(pod_or_template: dict[str, Any]) -> Stamp:
+    ann = annotations(pod_or_template)
+    return ann.get(HASH), ann.get(CONFIG_HASH), ann.get(SECRET_HASH)
+
+
 def pod_cluster(pod: dict[str, Any]) -> str:
     labels = (pod.get("metadata") or {}).get("labels") or {}
     return f"{pod['metadata'].get('namespace', '')}/{labels.get('ray.io/cluster', '')}"
+
+
+def pod_group(pod: dict[str, Any]) -> str:
+    """``head`` or the worker group's name."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    return "head" if labels.get("ray.io/node-type") == "head" else labels.get("ray.io/group", "")
+
+
+def targets(rendered: dict[str, dict[str, Any]], namespace: str) -> dict[str, dict[str, Stamp]]:
+    """namespace/cluster -> group -> the stamp of its template in a render (name -> RayCluster)."""
+    out = {}
+    for name, obj in rendered.items():
+        spec = obj["spec"]
+        groups = {"head": stamp(spec["headGroupSpec"]["template"])}
+        groups.update({g["groupName"]: stamp(g["template"]) for g in spec.get("workerGroupSpecs") or []})
+        out[f"{namespace}/{name}"] = groups
+    return out
+
+
+def owned(pod: dict[str, Any], cluster: dict[str, Any] | None) -> bool:
+    uid = (cluster or {}).get("metadata", {}).get("uid")
+    return any(r.get("uid") == uid and r.get("controller") for r in pod["metadata"].get("ownerReferences") or [])
+
+
+def ready(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or [])
+
+
+def terminating(pod: dict[str, Any]) -> bool:
+    return bool(pod["metadata"].get("deletionTimestamp"))
 
 
 # ----------------------------------------------------------------------------- suspend
@@ -78,15 +137,53 @@ def locks_left(live: Iterable[dict[str, Any]]) -> list[str]:
 # ----------------------------------------------------------------------------- pods
 
 
-def pods_on_target(pods: Iterable[dict[str, Any]], cluster: str, target: set[str]) -> list[str]:
-    """Every live (not terminating) pod of ``cluster`` carries a hash of ``target``."""
+def pods_on_target(pods: Iterable[dict[str, Any]], cluster: str, target: dict[str, Stamp]) -> list[str]:
+    """Every live (not terminating) pod of ``cluster`` made from its group's target (a pod of
+    a group the target does not have is not)."""
     bad = []
     for pod in pods:
-        if pod_cluster(pod) != cluster or pod["metadata"].get("deletionTimestamp"):
+        if pod_cluster(pod) != cluster or terminating(pod):
             continue
-        if pod_hash(pod) not in target:
-            bad.append(f"{cluster}: pod {pod['metadata']['name']} runs {pod_hash(pod)}, not {sorted(target)}")
+        want = target.get(pod_group(pod))
+        if stamp(pod) != want:
+            bad.append(f"{cluster}: pod {pod['metadata']['name']} (group {pod_group(pod)}) runs {stamp(pod)}, "
+                       f"not {want}")
     return bad
+
+
+def false_successes(report: dict[str, Any] | None, live: Iterable[dict[str, Any]], pods: list[dict[str, Any]],
+                    want: dict[str, dict[str, Stamp]], waited: bool) -> list[str]:
+    """What a run reports as done that is not so when it ends: a cluster of ``want`` reported
+    recreated, replaced or in sync (an outcome, or a decision that ran no cycle) with an own,
+    not terminating pod not made from its target; with ``waited`` (``--wait-ready``), a
+    recreated or replaced one with a pod not Ready."""
+    clusters = {key(c): c for c in live}
+    bad = []
+    for item in (report or {}).get("clusters") or []:
+        name = f"{item['namespace']}/{item['name']}"
+        result = item.get("outcome") or {"verify": "in-sync"}.get(item["decision"], item["decision"])
+        if name not in want or result not in SUCCESS:
+            continue
+        mine = [p for p in pods if pod_cluster(p) == name and owned(p, clusters.get(name)) and not terminating(p)]
+        stale = [p["metadata"]["name"] for p in mine if stamp(p) != want[name].get(pod_group(p))]
+        if stale:
+            bad.append(f"{name} reported {result} ({item.get('message') or item.get('reason')}) while pods "
+                       f"{sorted(stale)} run an old template or config")
+        unready = [p["metadata"]["name"] for p in mine if not ready(p)]
+        if waited and result in ("recreated", "replaced") and unready:
+            bad.append(f"{name} reported {result} after waiting for readiness while pods {sorted(unready)} "
+                       "are not Ready")
+    return bad
+
+
+# ----------------------------------------------------------------------------- secrets
+
+
+def leaks(values: Iterable[str], texts: dict[str, str]) -> list[str]:
+    """Each place (name -> text) where a Secret value, or its base64, appears."""
+    needles = {v: [v, base64.b64encode(v.encode()).decode()] for v in values if v}
+    return [f"a Secret's value appears in {where}" for where, text in texts.items()
+            if any(n in text for ns in needles.values() for n in ns)]
 
 
 # ----------------------------------------------------------------------------- hook-only changes
@@ -145,126 +242,86 @@ def _diff(a: Any, b: Any, path: str = "") -> str:
     return f"{path}: {json.dumps(a)[:120]} -> {json.dumps(b)[:120]}"
 
 
-# ----------------------------------------------------------------------------- pod watch
+# ----------------------------------------------------------------------------- a round's history
 
 
-@dataclass
-class Deletion:
-    uid: str
-    cluster: str  # namespace/name
-    name: str
-    hash: str | None
-    at: float
+def deletions(changes: Iterable[Change], until: float | None = None) -> list[Change]:
+    """The pods deleted (``DELETED``), up to ``until`` (a ``time.monotonic()``) when given."""
+    return [c for c in changes if c.resource == "pods" and c.type == "DELETED" and (until is None or c.at <= until)]
 
 
-@dataclass
-class PodWatch:
-    """Watches the Ray pods (label ``ray.io/cluster``) of some namespaces with the admin
-    credentials, recording every deletion (``DELETED`` events; a 410 or a dropped stream
-    re-lists and diffs, so nothing is missed)."""
+def created(changes: Iterable[Change]) -> list[Change]:
+    """The pods created while recording (exact or not)."""
+    return [c for c in changes if c.resource == "pods" and c.type == "ADDED"]
 
-    kubeconfig: str
-    namespaces: list[str]
-    deletions: list[Deletion] = field(default_factory=list)
-    live: dict[str, dict[str, Any]] = field(default_factory=dict)  # uid -> pod
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _threads: list[threading.Thread] = field(default_factory=list)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    errors: list[str] = field(default_factory=list)
 
-    def __enter__(self) -> "PodWatch":
-        from kubernetes import config
+def wrongly_deleted(changes: Iterable[Change], untouchable: Iterable[str], until: float | None = None) -> list[str]:
+    """Pods of clusters the hook must leave alone that were deleted."""
+    clusters = set(untouchable)
+    return [f"{pod_cluster(c.obj)}: pod {c.obj['metadata']['name']} ({c.uid}) deleted"
+            for c in deletions(changes, until) if pod_cluster(c.obj) in clusters]
 
-        self._api_client = config.new_client_from_config(self.kubeconfig)
-        ready = []
-        for ns in self.namespaces:
-            event = threading.Event()
-            ready.append(event)
-            t = threading.Thread(target=self._run, args=(ns, event), name=f"podwatch-{ns}", daemon=True)
-            t.start()
-            self._threads.append(t)
-        for event in ready:
-            event.wait(30)
-        return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+def recreated_twice(changes: Iterable[Change], cluster: str, target: dict[str, Stamp]) -> list[str]:
+    """A pod made during the round from its target was deleted: a second cycle for the same
+    target (or a replacement that deleted its own new pods)."""
+    changes = list(changes)
+    new = {c.uid for c in created(changes) if pod_cluster(c.obj) == cluster}
+    return [f"{cluster}: pod {c.obj['metadata']['name']} made from the target {stamp(c.obj)} deleted "
+            "(a second cycle?)" for c in deletions(changes)
+            if c.uid in new and stamp(c.obj) == target.get(pod_group(c.obj))]
 
-    def stop(self) -> None:
-        self._stop.set()
-        for t in self._threads:
-            t.join(timeout=10)
 
-    def settle(self, seconds: float = 1.0) -> None:
-        """Give the watch time to deliver the last events."""
-        time.sleep(seconds)
+def unavailability(initial: Iterable[dict[str, Any]], changes: Iterable[Change], cluster: str,
+                   want: dict[str, int], until: float | None = None) -> dict[str, int]:
+    """Per worker group of ``want`` (name -> pods its spec asks for), the most pods missing
+    at any change up to ``until``: asked for, minus its Ready pods that are not terminating."""
+    available: dict[str, tuple[str, bool]] = {}  # uid -> (group, available)
 
-    def _record_gone(self, uids: Iterable[str]) -> None:
-        for uid in uids:
-            pod = self.live.pop(uid, None)
-            if pod is not None:
-                self.deletions.append(Deletion(uid, pod_cluster(pod), pod["metadata"]["name"], pod_hash(pod),
-                                               time.monotonic()))
+    def note(pod: dict[str, Any], gone: bool = False) -> None:
+        if pod_cluster(pod) == cluster:
+            available[pod["metadata"]["uid"]] = (pod_group(pod), not gone and ready(pod) and not terminating(pod))
 
-    def _run(self, namespace: str, ready: threading.Event) -> None:
-        from kubernetes import client
-        from kubernetes.client.rest import ApiException
+    def missing() -> dict[str, int]:
+        return {g: n - sum(1 for grp, ok in available.values() if grp == g and ok) for g, n in want.items()}
 
-        api = client.CoreV1Api(self._api_client)
-        mine: set[str] = set()
-        while not self._stop.is_set():
-            try:
-                listed = api.list_namespaced_pod(namespace, label_selector="ray.io/cluster",
-                                                 _preload_content=False)
-                doc = json.loads(listed.data)
-                now = {p["metadata"]["uid"]: p for p in doc["items"]}
-                with self._lock:
-                    self._record_gone(mine - set(now))
-                    self.live.update(now)
-                    mine = set(now)
-                ready.set()
-                rv = doc["metadata"]["resourceVersion"]
-                resp = api.list_namespaced_pod(namespace, label_selector="ray.io/cluster", watch=True,
-                                               resource_version=rv, timeout_seconds=5,
-                                               allow_watch_bookmarks=False, _preload_content=False)
-                for line in resp:
-                    if self._stop.is_set():
-                        break
-                    if not line.strip():
-                        continue
-                    event = json.loads(line)
-                    obj = event["object"]
-                    if event["type"] == "ERROR":
-                        break  # 410: list again
-                    uid = obj["metadata"]["uid"]
-                    with self._lock:
-                        if event["type"] == "DELETED":
-                            self.live[uid] = obj
-                            self._record_gone([uid])
-                            mine.discard(uid)
-                        else:
-                            self.live[uid] = obj
-                            mine.add(uid)
-                resp.release_conn()
-            except (ApiException, OSError, ValueError) as err:  # pragma: no cover - retried
-                self.errors.append(str(err)[:200])
-                time.sleep(0.5)
+    for pod in initial:
+        note(pod)
+    worst = missing()
+    for c in changes:
+        if c.resource != "pods" or (until is not None and c.at > until):
+            continue
+        note(c.obj, gone=c.type == "DELETED")
+        worst = {g: max(worst[g], n) for g, n in missing().items()}
+    return worst
 
-    # --- verdicts
 
-    def deleted_uids(self, cluster: str) -> set[str]:
-        with self._lock:
-            return {d.uid for d in self.deletions if d.cluster == cluster}
+def first_content(initial: Iterable[dict[str, Any]], changes: Iterable[Change], resource: str, name: str,
+                  data: dict[str, str]) -> int | None:
+    """The revision at which ConfigMap/Secret ``name`` first held ``data`` (0: it did when the
+    recording began; None: never)."""
+    for obj in initial:
+        if obj["metadata"]["name"] == name and obj.get("data") == data:
+            return 0
+    for c in changes:
+        if c.resource == resource and c.obj["metadata"]["name"] == name and c.type != "DELETED" \
+                and c.obj.get("data") == data:
+            return c.rv
+    return None
 
-    def wrongly_deleted(self, untouchable: Iterable[str]) -> list[str]:
-        """Pods of clusters the hook must leave alone that were deleted."""
-        clusters = set(untouchable)
-        with self._lock:
-            return [f"{d.cluster}: pod {d.name} ({d.uid}) deleted" for d in self.deletions if d.cluster in clusters]
 
-    def recreated_twice(self, cluster: str, target: set[str]) -> list[str]:
-        """A pod already on the target hash was deleted: the cluster went through a second
-        cycle for the same target (or lost a new pod)."""
-        with self._lock:
-            return [f"{cluster}: pod {d.name} on the target hash {d.hash} deleted (second recreate?)"
-                    for d in self.deletions if d.cluster == cluster and d.hash in target]
+def created_before_config(changes: Iterable[Change], cluster: str, groups: dict[str, Stamp],
+                          written: int | None) -> tuple[list[str], int]:
+    """Pods of ``cluster`` made from ``groups`` (group -> stamp, the groups whose config
+    changed) created at or before revision ``written`` (when their config first held the
+    new content; None: never); and how many could not be ordered (seen first in a list)."""
+    bad, unordered = [], 0
+    for c in created(changes):
+        if pod_cluster(c.obj) != cluster or groups.get(pod_group(c.obj)) != stamp(c.obj):
+            continue
+        if written is not None and c.rv > written:
+            unordered += not c.exact  # listed, not watched: created at or before c.rv, either side of the write
+        else:
+            bad.append(f"{cluster}: pod {c.obj['metadata']['name']} made from {stamp(c.obj)} created at revision "
+                       f"{c.rv}, before its config was written ({written})")
+    return bad, unordered

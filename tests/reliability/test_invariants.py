@@ -7,6 +7,7 @@ import json
 
 from reliability import invariants as inv
 from reliability.fleet import raycluster
+from reliability.recorder import Change
 
 
 def live(name: str = "c", **annotations: str) -> dict:
@@ -59,14 +60,105 @@ def test_suspended_clusters() -> None:
     assert inv.locks_left([a, c]) == [f"ns/c still locked: {json.dumps({'phase': 'suspended'})}"]
 
 
+def _pod(name: str, group: str = "w", stamp: tuple = ("h1-old", None, None), cluster: str = "c",
+         ready: bool = True, uid: str | None = None, rv: int = 1, owner: str = "cuid") -> dict:
+    ann = {k: v for k, v in zip((inv.HASH, inv.CONFIG_HASH, inv.SECRET_HASH), stamp) if v}
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid or name, "resourceVersion": str(rv),
+                         "labels": {"ray.io/cluster": cluster, "ray.io/group": group,
+                                    "ray.io/node-type": "head" if group == "head" else "worker"},
+                         "ownerReferences": [{"uid": owner, "controller": True}], "annotations": ann},
+            "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def _change(kind: str, obj: dict, at: float = 1.0, exact: bool = True, resource: str = "pods") -> Change:
+    return Change(resource, kind, obj, int(obj["metadata"].get("resourceVersion") or 0), at, exact)
+
+
 def test_pods_on_target_and_deletions() -> None:
-    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "labels": {"ray.io/cluster": "c"},
-                        "annotations": {inv.HASH: "h1-old"}}}
-    assert inv.pods_on_target([pod], "ns/c", {"h1-new"})
-    assert not inv.pods_on_target([pod], "ns/c", {"h1-old"})
-    watch = inv.PodWatch("unused", [])
-    watch.live["u1"] = pod
-    watch._record_gone(["u1"])
-    assert watch.wrongly_deleted(["ns/c"]) and not watch.wrongly_deleted(["ns/other"])
-    assert watch.recreated_twice("ns/c", {"h1-old"}) and not watch.recreated_twice("ns/c", {"h1-new"})
-    assert watch.deleted_uids("ns/c") == {"u1"}
+    old, new = ("h1-old", None, None), ("h1-new", None, None)
+    pod = _pod("p", stamp=old)
+    assert inv.pods_on_target([pod], "ns/c", {"w": new})
+    assert not inv.pods_on_target([pod], "ns/c", {"w": old})
+    changes = [_change("DELETED", pod)]
+    assert inv.wrongly_deleted(changes, ["ns/c"]) and not inv.wrongly_deleted(changes, ["ns/other"])
+    assert not inv.wrongly_deleted(changes, ["ns/c"], until=0.5)  # deleted after `until`
+    assert {c.uid for c in inv.deletions(changes)} == {"p"}
+    # a pod on the target that was there before the round is no second cycle; one made during it is
+    assert not inv.recreated_twice(changes, "ns/c", {"w": old})
+    made = _pod("q", stamp=new)
+    assert inv.recreated_twice([_change("ADDED", made), _change("DELETED", made)], "ns/c", {"w": new})
+    assert not inv.recreated_twice([_change("ADDED", made), _change("DELETED", made)], "ns/c", {"w": old})
+
+
+def test_targets_and_stamps_carry_the_config_hashes() -> None:
+    obj = raycluster("c", "img:1")
+    obj["spec"]["headGroupSpec"]["template"]["metadata"] = {"annotations": {inv.HASH: "h1-a", inv.SECRET_HASH: "s1-x"}}
+    obj["spec"]["workerGroupSpecs"][0]["template"]["metadata"] = {"annotations": {inv.HASH: "h1-b"}}
+    assert inv.targets({"c": obj}, "ns") == {"ns/c": {"head": ("h1-a", None, "s1-x"), "w": ("h1-b", None, None)}}
+    assert inv.stamp(_pod("p", "head", ("h1-a", None, "s1-x"))) == ("h1-a", None, "s1-x")
+
+
+def test_false_successes_are_caught() -> None:
+    cluster = live("c")
+    cluster["metadata"]["uid"] = "cuid"
+    target = {"ns/c": {"head": ("h1-h", None, None), "w": ("h1-new", None, None)}}
+    fine = [_pod("h", "head", ("h1-h", None, None)), _pod("w1", stamp=("h1-new", None, None))]
+    stale = fine + [_pod("w0", stamp=("h1-old", None, None))]
+    report = {"clusters": [{"namespace": "ns", "name": "c", "decision": "recreate", "outcome": "recreated",
+                            "message": "recreated; readiness not checked"}]}
+    assert inv.false_successes(report, [cluster], fine, target, waited=False) == []
+    (bad,) = inv.false_successes(report, [cluster], stale, target, waited=False)
+    assert "w0" in bad and "reported recreated" in bad
+    terminating = _pod("w0", stamp=("h1-old", None, None))
+    terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    foreign = _pod("x", stamp=("h1-old", None, None), owner="someone-else")
+    assert inv.false_successes(report, [cluster], fine + [terminating, foreign], target, waited=False) == []
+    assert inv.false_successes(report, [cluster], fine + [_pod("w2", stamp=("h1-new", None, None), ready=False)],
+                               target, waited=True)
+    failed = {"clusters": [{"namespace": "ns", "name": "c", "decision": "recreate", "outcome": "failed"}]}
+    in_sync = {"clusters": [{"namespace": "ns", "name": "c", "decision": "in-sync", "reason": "every pod ..."}]}
+    assert inv.false_successes(failed, [cluster], stale, target, waited=True) == []
+    assert inv.false_successes(in_sync, [cluster], stale, target, waited=True)
+
+
+def test_leaks_find_a_value_and_its_base64() -> None:
+    import base64
+
+    texts = {"log": "wrote Secret/creds", "event": "x " + base64.b64encode(b"s3cret").decode(), "report": "s3cret!"}
+    assert inv.leaks(["s3cret"], texts) == ["a Secret's value appears in event", "a Secret's value appears in report"]
+    assert inv.leaks(["other"], texts) == []
+
+
+def test_unavailability_follows_every_change() -> None:
+    a, b, c = (_pod(n, "big") for n in "abc")
+    start = [a, b, c]
+    gone_a = dict(a, metadata=dict(a["metadata"], deletionTimestamp="t"))
+    new_a = _pod("a2", "big", ready=False)
+    ready_a = _pod("a2", "big")
+    gone_b = dict(b, metadata=dict(b["metadata"], deletionTimestamp="t"))
+    changes = [_change("MODIFIED", gone_a, 1), _change("DELETED", gone_a, 2), _change("ADDED", new_a, 3),
+               _change("MODIFIED", gone_b, 4), _change("MODIFIED", ready_a, 5), _change("DELETED", gone_b, 6)]
+    assert inv.unavailability(start, changes, "ns/c", {"big": 3}) == {"big": 2}  # at 4: a2 not Ready, b terminating
+    assert inv.unavailability(start, changes, "ns/c", {"big": 3}, until=3.5) == {"big": 1}
+    assert inv.unavailability(start, changes, "ns/other", {"big": 3}) == {"big": 3}
+
+
+def test_pods_are_ordered_against_their_config_write() -> None:
+    data = {"MODE": "b"}
+    cm = {"metadata": {"name": "settings", "resourceVersion": "10"}, "data": {"MODE": "a"}}
+    written = dict(cm, metadata={"name": "settings", "resourceVersion": "20"}, data=data)
+    changes = [_change("MODIFIED", written, resource="configmaps")]
+    assert inv.first_content([cm], changes, "configmaps", "settings", data) == 20
+    assert inv.first_content([written], [], "configmaps", "settings", data) == 0
+    assert inv.first_content([cm], [], "configmaps", "settings", data) is None
+    new = ("h1-x", "c1-b", None)
+    early, late = _pod("early", "big", new, rv=15), _pod("late", "big", new, rv=25)
+    other = _pod("other", "small", ("h1-y", None, None), rv=5)
+    listed, listed_early = _pod("listed", "big", new, rv=30), _pod("listed-early", "big", new, rv=18)
+    pods = [_change("ADDED", p) for p in (early, late, other)] + [_change("ADDED", listed, exact=False)]
+    bad, unordered = inv.created_before_config(pods, "ns/c", {"big": new}, 20)
+    assert len(bad) == 1 and "early" in bad[0] and unordered == 1
+    bad, _ = inv.created_before_config(pods + [_change("ADDED", listed_early, exact=False)], "ns/c", {"big": new}, 20)
+    assert len(bad) == 2  # seen first in a list, but already at a revision before the write
+    bad, _ = inv.created_before_config(pods, "ns/c", {"big": new}, None)  # never written: every one is early
+    assert len(bad) == 3
