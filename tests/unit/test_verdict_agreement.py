@@ -97,6 +97,12 @@ def _workers(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return doc["spec"]["workerGroupSpecs"]
 
 
+def _new_name(doc: dict[str, Any]) -> str:
+    """A group name the cluster does not have (after a removal, ``z<count>`` may be taken)."""
+    taken = {g["groupName"] for g in _workers(doc)}
+    return next(f"z{i}" for i in range(len(taken) + 1) if f"z{i}" not in taken)
+
+
 CHANGES = {
     "head image": lambda d, g: d["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0].update(image="ray:2"),
     "worker image": lambda d, g: g and g["template"]["spec"]["containers"][0].update(image="ray:2"),
@@ -108,7 +114,7 @@ CHANGES = {
     "chart label": lambda d, g: g and g["template"]["metadata"]["labels"].update({"helm.sh/chart": "c-2"}),
     # the template no longer holds an ignored key: its hash changes scheme (h2.x -> h1), not content
     "no chart label": lambda d, g: g and g["template"]["metadata"]["labels"].pop("helm.sh/chart", None),
-    "add group": lambda d, g: _workers(d).append(_group(f"z{len(_workers(d))}", 1, 0, 3, 1)),
+    "add group": lambda d, g: _workers(d).append(_group(_new_name(d), 1, 0, 3, 1)),
     "remove group": lambda d, g: g and _workers(d).remove(g),
     "service annotations": lambda d, g: d["spec"].update(headServiceAnnotations={"lb": "internal"}),
     "suspend": lambda d, g: d["spec"].update(suspend=True),
