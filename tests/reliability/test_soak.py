@@ -59,10 +59,14 @@ def plane(request):
 
 
 @pytest.mark.e2e
-def test_soak_rounds_from_a_fresh_seed(plane) -> None:
-    print(f"\nsoak seed {SEED} (RAYGITOPS_SOAK_SEED={SEED} runs these rounds again)")
+def test_soak_rounds_from_a_fresh_seed(plane, capsys) -> None:
+    with capsys.disabled():  # shown whatever the outcome: the seed of every CI run is in its log
+        print(f"\nsoak seed {SEED} on {plane.kuberay} (RAYGITOPS_SOAK_SEED={SEED} runs these rounds again)")
     lines: list[str] = []
     figures = soak.run_rounds(plane, SEED, 1, 1000, progress=lines.append, budget=SECONDS)
+    with capsys.disabled():
+        print(f"soak seed {SEED} on {plane.kuberay}: {figures.rounds} rounds, {figures.syncs} hook runs, "
+              f"{figures.kills} kills, {len(figures.violations)} violations")
     print("\n".join(lines))
     assert figures.rounds >= 1 and figures.syncs >= figures.rounds
     assert not figures.violations and not figures.internal_errors, (
