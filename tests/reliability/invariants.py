@@ -88,13 +88,15 @@ def pod_group(pod: dict[str, Any]) -> str:
 
 def targets(rendered: dict[str, dict[str, Any]], namespace: str) -> dict[str, dict[str, Stamp]]:
     """namespace/cluster -> group -> the stamp of its template in a render (name -> RayCluster)."""
-    out = {}
-    for name, obj in rendered.items():
-        spec = obj["spec"]
-        groups = {"head": stamp(spec["headGroupSpec"]["template"])}
-        groups.update({g["groupName"]: stamp(g["template"]) for g in spec.get("workerGroupSpecs") or []})
-        out[f"{namespace}/{name}"] = groups
-    return out
+    return {f"{namespace}/{name}": template_stamps(obj) for name, obj in rendered.items()}
+
+
+def template_stamps(obj: dict[str, Any]) -> dict[str, Stamp]:
+    """Group -> the stamp of its template in a RayCluster's spec."""
+    spec = obj["spec"]
+    groups = {"head": stamp(spec["headGroupSpec"]["template"])}
+    groups.update({g["groupName"]: stamp(g["template"]) for g in spec.get("workerGroupSpecs") or []})
+    return groups
 
 
 def owned(pod: dict[str, Any], cluster: dict[str, Any] | None) -> bool:
@@ -262,14 +264,34 @@ def wrongly_deleted(changes: Iterable[Change], untouchable: Iterable[str], until
             for c in deletions(changes, until) if pod_cluster(c.obj) in clusters]
 
 
-def recreated_twice(changes: Iterable[Change], cluster: str, target: dict[str, Stamp]) -> list[str]:
-    """A pod made during the round from its target was deleted: a second cycle for the same
-    target (or a replacement that deleted its own new pods)."""
+def recreated_twice(changes: Iterable[Change], cluster: str, target: dict[str, Stamp],
+                    initial: Iterable[dict[str, Any]] = ()) -> list[str]:
+    """A pod made from its target after the cluster's spec first held the target (in
+    ``initial``, the RayClusters at the start, or in a change) was deleted: a second cycle for
+    the same target (or a replacement that deleted its own new pods).  A pod made before that
+    from a group the commit left unchanged (the old spec resumed as it was after a failed
+    attempt brings it back) is deleted again by the next attempt's cycle by design."""
     changes = list(changes)
-    new = {c.uid for c in created(changes) if pod_cluster(c.obj) == cluster}
+    written = spec_on_target_at(changes, cluster, target, initial)
+    if written is None:
+        return []
+    new = {c.uid for c in created(changes) if pod_cluster(c.obj) == cluster and c.rv > written}
     return [f"{cluster}: pod {c.obj['metadata']['name']} made from the target {stamp(c.obj)} deleted "
             "(a second cycle?)" for c in deletions(changes)
             if c.uid in new and stamp(c.obj) == target.get(pod_group(c.obj))]
+
+
+def spec_on_target_at(changes: Iterable[Change], cluster: str, target: dict[str, Stamp],
+                      initial: Iterable[dict[str, Any]] = ()) -> int | None:
+    """The first revision at which ``cluster``'s spec held the templates of ``target`` (0: at
+    the start); None: never while recording."""
+    def on_target(obj: dict[str, Any]) -> bool:
+        return key(obj) == cluster and template_stamps(obj) == target
+
+    if any(on_target(obj) for obj in initial):
+        return 0
+    return next((c.rv for c in changes if c.resource == "rayclusters" and c.type != "DELETED" and on_target(c.obj)),
+                None)
 
 
 def unavailability(initial: Iterable[dict[str, Any]], changes: Iterable[Change], cluster: str,

@@ -84,10 +84,44 @@ def test_pods_on_target_and_deletions() -> None:
     assert not inv.wrongly_deleted(changes, ["ns/c"], until=0.5)  # deleted after `until`
     assert {c.uid for c in inv.deletions(changes)} == {"p"}
     # a pod on the target that was there before the round is no second cycle; one made during it is
+    spec_new = _cluster_on({"head": ("h1-h", None, None), "w": new}, rv=5)
+    on_new = {"head": ("h1-h", None, None), "w": new}
     assert not inv.recreated_twice(changes, "ns/c", {"w": old})
-    made = _pod("q", stamp=new)
-    assert inv.recreated_twice([_change("ADDED", made), _change("DELETED", made)], "ns/c", {"w": new})
-    assert not inv.recreated_twice([_change("ADDED", made), _change("DELETED", made)], "ns/c", {"w": old})
+    made = _pod("q", stamp=new, rv=7)
+    twice = [_change("MODIFIED", spec_new, resource="rayclusters"), _change("ADDED", made), _change("DELETED", made)]
+    assert inv.recreated_twice(twice, "ns/c", on_new)
+    assert not inv.recreated_twice(twice, "ns/c", {"head": ("h1-h", None, None), "w": old})
+    assert inv.recreated_twice(twice[1:], "ns/c", on_new, initial=[spec_new])  # the spec on target from the start
+
+
+def _cluster_on(stamps: dict, rv: int) -> dict:
+    """RayCluster ns/c whose templates carry ``stamps`` (group -> stamp), at revision ``rv``."""
+    obj = live("c")
+    obj["metadata"]["resourceVersion"] = str(rv)
+    spec = obj["spec"]
+    for group, tmpl in [("head", spec["headGroupSpec"]["template"])] + [
+            (g["groupName"], g["template"]) for g in spec["workerGroupSpecs"]]:
+        tmpl["metadata"] = {"annotations": {k: v for k, v in zip(
+            (inv.HASH, inv.CONFIG_HASH, inv.SECRET_HASH), stamps[group]) if v}}
+    return obj
+
+
+def test_a_pod_the_old_spec_brings_back_is_no_second_cycle() -> None:
+    """A failed attempt that resumed the old spec as it was brings back pods of the groups the
+    commit left unchanged (their old template is their target): the next attempt's full cycle
+    deletes them again, by design. Only pods made once the spec held the target count."""
+    head_old, head_new, w = ("h1-old", None, None), ("h1-new", None, None), ("h1-w", None, None)
+    target = {"head": head_new, "w": w}
+    back = _pod("w-back", stamp=w, rv=3)  # made by the old spec, resumed as it was
+    made = _pod("w-made", stamp=w, rv=9)  # made by the new spec
+    changes = [_change("MODIFIED", _cluster_on({"head": head_old, "w": w}, rv=2), resource="rayclusters"),
+               _change("ADDED", back), _change("DELETED", back),
+               _change("MODIFIED", _cluster_on(target, rv=8), resource="rayclusters"),
+               _change("ADDED", made)]
+    assert inv.spec_on_target_at(changes, "ns/c", target) == 8
+    assert inv.recreated_twice(changes, "ns/c", target) == []
+    (twice,) = inv.recreated_twice(changes + [_change("DELETED", made)], "ns/c", target)
+    assert "w-made" in twice
 
 
 def test_targets_and_stamps_carry_the_config_hashes() -> None:
