@@ -55,7 +55,7 @@ from measure import (BenchmarkError, Figure, arguments, doc_table, interleaved, 
                      process_seconds, raygitops_command, report, write_curve, write_doc_section)
 from podenv import PodEnvUnavailable, pod_env, service_account_files, wrapper  # noqa: E402
 
-from raygitops.model.hashing import hash_cluster, pod_shaping_spec
+from raygitops.model.hashing import hash_cluster, split_spec
 from raygitops.model.names import HASH_ANNOTATION, HASHES_ANNOTATION
 from raygitops.model.jobs import PROCEED, Policy  # noqa: E402
 from raygitops.model.plan import ClusterPlan, HookSettings, Plan  # noqa: E402
@@ -103,7 +103,7 @@ def manifest(name: str, ns: str, s: dict[str, Any]) -> dict[str, Any]:
 
 def plan_for(ns: str, names: list[str], s: dict[str, Any], settings: HookSettings,
              strategy: str = "Recreate", max_unavailable: str | None = None) -> Plan:
-    hashes, shaping = hash_cluster(s), pod_shaping_spec(s)
+    hashes, shaping = hash_cluster(s), split_spec(s)
     # kwok's heads run no Ray: no running job to ask for (docs/presync.md "Running jobs")
     return Plan(ns, [ClusterPlan(n, strategy, hashes, shaping, max_unavailable=max_unavailable,
                                  jobs_policy=Policy(PROCEED)) for n in names],

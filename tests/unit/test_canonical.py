@@ -1,4 +1,4 @@
-"""Scheme h1 canonical form: what must and must not change a hash."""
+"""The canonical form (schemes h1 and h3): what must and must not change a hash."""
 
 from __future__ import annotations
 
@@ -149,15 +149,37 @@ def test_group_changes_touch_only_their_group() -> None:
     assert _changed(start_params) == {"worker:big"}
 
 
-def test_cluster_level_changes_touch_every_group() -> None:
+def test_cluster_level_changes_touch_the_groups_whose_pods_they_reach() -> None:
+    """Cluster-level fields reach the groups the operator's pod builder puts them in
+    (model/podrules.py): the autoscaler container only the head, autoscaler v2 every pod's
+    restartPolicy, the Ray version only across 2.53 (the probes, KubeRay 1.6), the autoscaler's
+    idle timeout none."""
     def ray_version(s):
         s["rayVersion"] = "2.42.0"
+
+    def ray_version_probes(s):
+        s["rayVersion"] = "2.53.0"
 
     def autoscaler(s):
         s["enableInTreeAutoscaling"] = True
 
-    assert _changed(ray_version) == {"head", "worker:small", "worker:big"}
-    assert _changed(autoscaler) == {"head", "worker:small", "worker:big"}
+    def autoscaler_v2(s):
+        s["enableInTreeAutoscaling"] = True
+        s["autoscalerOptions"] = {"version": "v2"}
+
+    def idle_timeout(s):
+        s["autoscalerOptions"] = {"idleTimeoutSeconds": 300}
+
+    def fault_tolerance(s):
+        s["gcsFaultToleranceOptions"] = {"redisAddress": "redis:6379"}
+
+    every = {"head", "worker:small", "worker:big"}
+    assert _changed(ray_version) == set()
+    assert _changed(ray_version_probes) == every
+    assert _changed(autoscaler) == {"head"}
+    assert _changed(autoscaler_v2) == every
+    assert _changed(idle_timeout) == set()
+    assert _changed(fault_tolerance) == every
 
 
 # --- properties -------------------------------------------------------------------------

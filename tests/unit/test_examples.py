@@ -212,7 +212,7 @@ def test_helm3_post_renderer_command() -> None:
     release namespace), the Job is named after the plan (Helm 3 applies it as a plain object)."""
     docs = docs_of(render("-", "--helm", "--flux", stdin=emulate_helm_template("demo", "ray")))
     rc = clusters(docs)["demo"]
-    assert rc["spec"]["rayVersion"] == "2.41.0" and hashes(rc)["workers"]["workers"].startswith("h1-")
+    assert rc["spec"]["rayVersion"] == "2.41.0" and hashes(rc)["workers"]["workers"].startswith("h3.")
     assert all("namespace" not in d["metadata"] for d in docs)
     hooks = hook_docs(docs)
     assert [d["kind"] for d in hooks] == HOOK_KINDS

@@ -2,9 +2,11 @@
 of the template hash, so a chart bump recreates nothing; the preview says the key changed and
 is not hashed; upgrading raygitops or changing the list recreates nothing by itself.
 
-A group whose template holds none of the keys keeps its h1 hash (every existing hash stays);
-one that held a key is hashed as ``h2.<6 hex of the list>``; pods whose hash was made under
-other rules are compared by spec (the hook's fallback), never by hash value.
+Scheme h3 tags every hash with its rules (the list and the operator line's pod rules):
+``h3.<6 hex>``. Under the legacy scheme h1 (clusters that keep KubeRay's own Recreate) a group
+whose template holds none of the keys keeps its h1 hash; one that held a key is hashed as
+``h2.<6 hex of the list>``. Pods whose hash was made under other rules are compared by spec
+(the hook's fallback), never by hash value.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from pathlib import Path
 
 import yaml
 
-from raygitops.model.hashing import DEFAULT_IGNORED_KEYS, NO_RULES, HashRules, hash_cluster, scheme_of
+from raygitops.model.hashing import DEFAULT_IGNORED_KEYS, NEWEST, NO_RULES, HashRules, hash_cluster, scheme_of
 from raygitops.model.plan import ClusterPlan, Plan
-from raygitops.model.hashing import pod_shaping_spec
+from raygitops.model.hashing import split_spec
 from raygitops.model import verdict
 
 from test_presync_fakes import NS, FakeKube, cluster_spec, stamped, with_crd_defaults
@@ -36,22 +38,32 @@ def charted(spec: dict, chart: str = "raydemo-0.3.0", extra: dict | None = None)
     return spec
 
 
-def test_a_chart_bump_keeps_the_hash_and_other_groups_keep_h1() -> None:
-    plain = hash_cluster(cluster_spec(), DEFAULT)
-    assert plain == hash_cluster(cluster_spec(), NO_RULES)  # no ignored key: the h1 hash, unchanged
+def test_a_chart_bump_keeps_the_hash() -> None:
     old, new = hash_cluster(charted(cluster_spec()), DEFAULT), hash_cluster(charted(cluster_spec(), "raydemo-0.4.0"), DEFAULT)
-    assert old == new and scheme_of(old.head) == DEFAULT.tag() and DEFAULT.tag().startswith("h2.")
+    assert old == new and scheme_of(old.head) == DEFAULT.tag() and DEFAULT.tag().startswith("h3.")
+    assert DEFAULT.tag() != NEWEST.tag() != HashRules(DEFAULT_IGNORED_KEYS, "1.5").tag()  # the tag names the rules
     # a label that is not bookkeeping is hashed; so is every key with an empty list
     assert hash_cluster(charted(cluster_spec(), extra={"team": "b"}), DEFAULT) != old
-    assert hash_cluster(charted(cluster_spec()), NO_RULES) != hash_cluster(charted(cluster_spec(), "raydemo-0.4.0"), NO_RULES)
+    assert hash_cluster(charted(cluster_spec()), NEWEST) != hash_cluster(charted(cluster_spec(), "raydemo-0.4.0"), NEWEST)
     # patterns
     rules = HashRules(("example.com/*",))
     assert hash_cluster(charted(cluster_spec(), extra={"example.com/build": "1"}), rules) == \
         hash_cluster(charted(cluster_spec(), extra={"example.com/build": "2"}), rules)
 
 
+def test_scheme_h1_keeps_h1_where_no_key_is_ignored() -> None:
+    """The legacy scheme (clusters that keep KubeRay's own Recreate): a group without an
+    ignored key keeps its h1 hash, one with it is tagged h2.<list>."""
+    legacy = DEFAULT.as_legacy()
+    plain = hash_cluster(cluster_spec(), legacy)
+    assert plain == hash_cluster(cluster_spec(), NO_RULES) and scheme_of(plain.head) == "h1"
+    old, new = hash_cluster(charted(cluster_spec()), legacy), hash_cluster(charted(cluster_spec(), "raydemo-0.4.0"), legacy)
+    assert old == new and scheme_of(old.head) == legacy.tag() and legacy.tag().startswith("h2.")
+    assert hash_cluster(charted(cluster_spec()), NO_RULES) != hash_cluster(charted(cluster_spec(), "raydemo-0.4.0"), NO_RULES)
+
+
 def plan_for(spec: dict, rules: HashRules) -> ClusterPlan:
-    return ClusterPlan("demo", "Recreate", hash_cluster(spec, rules), pod_shaping_spec(spec), rules=rules)
+    return ClusterPlan("demo", "Recreate", hash_cluster(spec, rules), split_spec(spec), rules=rules)
 
 
 def live_with_pods(spec: dict, rules: HashRules) -> tuple[dict, list]:
@@ -98,7 +110,7 @@ def test_the_plan_carries_the_rules_to_the_hook() -> None:
     again = Plan.from_json(json.loads(plan.dumps()))
     assert again.hash_ignore == DEFAULT.ignore and again.clusters[0].rules == DEFAULT
     old = json.loads(plan.dumps())
-    del old["hashIgnore"]  # a plan of an earlier raygitops: no rules, the h1 scheme
+    del old["hashIgnore"], old["podRules"]  # a plan of an earlier raygitops: no rules, the h1 scheme
     assert Plan.from_json(old).clusters[0].rules == NO_RULES
 
 

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from raygitops.clock import Clock
-from raygitops.model.hashing import hash_cluster, pod_shaping_spec
+from raygitops.model.hashing import hash_cluster, split_spec
 from raygitops.model.names import HASH_ANNOTATION
 from raygitops.model.plan import ClusterPlan
 from raygitops.kube.client import ApiError, Conflict, Gone, NotFound
@@ -72,7 +72,7 @@ def cluster_spec(image: str = "rayproject/ray:2.41.0", workers: tuple[str, ...] 
 def make_plan(name: str = "demo", spec: dict[str, Any] | None = None, strategy: str = "Recreate",
               suspend: bool = False, owner: str | None = None) -> ClusterPlan:
     spec = spec or cluster_spec()
-    return ClusterPlan(name, strategy, hash_cluster(spec), pod_shaping_spec(spec), suspend, owner)
+    return ClusterPlan(name, strategy, hash_cluster(spec), split_spec(spec), suspend, owner)
 
 
 def stamped(spec: dict[str, Any]) -> dict[str, Any]:

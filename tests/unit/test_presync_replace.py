@@ -150,10 +150,11 @@ def test_a_head_change_falls_back_to_the_full_cycle():
 
 
 def test_a_cluster_level_change_falls_back_to_the_full_cycle():
-    """Cluster-level pod-shaping fields go into every group's hash, the head's too."""
+    """A cluster-level field that reaches every group's pods (GCS fault tolerance) moves the
+    head's hash too."""
     kube, live = live_cluster()
     spec = two_groups()
-    spec["rayVersion"] = "2.42.0"
+    spec["gcsFaultToleranceOptions"] = {"redisAddress": "redis:6379"}
     d = verdict.decide(NS, plan_for(spec), live, kube.pods_of("demo"))
     assert d.action == verdict.RECREATE and "head" in d.drift
 

@@ -11,7 +11,6 @@ from raygitops.preview.changes import (
     MASK,
     field_changes,
     looks_secret,
-    pod_shaping_path,
     strip_raygitops_annotations,
 )
 from raygitops.model.pods import PodCount, group_pods, pods_of
@@ -40,25 +39,6 @@ def rc(**spec_extra) -> dict:
 ])
 def test_looks_secret(key: str, secret: bool) -> None:
     assert looks_secret(key) is secret
-
-
-@pytest.mark.parametrize("path,shaping", [
-    ("/spec/headGroupSpec/template/spec/containers/0/image", True),
-    ("/spec/headGroupSpec/serviceType", False),
-    ("/spec/workerGroupSpecs/0/replicas", False),
-    ("/spec/workerGroupSpecs/0/minReplicas", False),
-    ("/spec/workerGroupSpecs/0/maxReplicas", False),
-    ("/spec/workerGroupSpecs/0/scaleStrategy/workersToDelete", False),
-    ("/spec/workerGroupSpecs/0/rayStartParams/num-cpus", True),
-    ("/spec/workerGroupSpecs/0", True),
-    ("/spec/rayVersion", True),
-    ("/spec/enableInTreeAutoscaling", True),
-    ("/spec/suspend", False),
-    ("/spec/headServiceAnnotations/a", False),
-    ("/metadata/labels/team", False),
-])
-def test_pod_shaping_path(path: str, shaping: bool) -> None:
-    assert pod_shaping_path(path.strip("/").split("/")) is shaping
 
 
 def test_strip_raygitops_annotations_keeps_others() -> None:

@@ -81,13 +81,29 @@ def m_resources(c: dict) -> set[str] | None:
 
 
 def m_ray_start_params(c: dict) -> set[str] | None:
-    c["spec"]["headGroupSpec"].setdefault("rayStartParams", {})["num-cpus"] = "77"
+    c["spec"]["headGroupSpec"].setdefault("rayStartParams", {})["object-store-memory"] = "77777777"
     return {"head"}
 
 
+def _unified_probes(version: str) -> bool:
+    return tuple(int(p) for p in version.split(".")[:3]) >= (2, 53, 0)
+
+
 def m_ray_version(c: dict) -> set[str] | None:
-    c["spec"]["rayVersion"] = "9.9.9"
-    return all_groups(c)
+    """Another Ray version on the same side of 2.53: the pods KubeRay builds do not change."""
+    before = str(c["spec"].get("rayVersion") or "2.0.0")
+    c["spec"]["rayVersion"] = "9.9.9" if _unified_probes(before) else "2.52.9"
+    return set()
+
+
+def m_ray_version_probes(c: dict) -> set[str] | None:
+    """Ray 2.53: KubeRay 1.6 writes HTTP probes where the Ray container sets none."""
+    if _unified_probes(str(c["spec"].get("rayVersion") or "2.0.0")):
+        return None
+    c["spec"]["rayVersion"] = "2.53.0"
+    groups = [("head", c["spec"]["headGroupSpec"])] + [(f"worker:{g['groupName']}", g) for g in _workers(c)]
+    return {key for key, g in groups
+            if not (_containers(g)[0].get("livenessProbe") and _containers(g)[0].get("readinessProbe"))}
 
 
 def m_replicas(c: dict) -> set[str] | None:
@@ -170,7 +186,8 @@ MUTATIONS: dict[str, tuple[Callable[[dict], set[str] | None], str | None]] = {
     "env": (m_env, None),
     "resources": (m_resources, None),
     "rayStartParams": (m_ray_start_params, None),
-    "rayVersion": (m_ray_version, None),
+    "rayVersion": (m_ray_version, "in-place"),
+    "rayVersion-probes": (m_ray_version_probes, None),
     "replicas": (m_replicas, "in-place"),
     "key-reorder": (m_key_reorder, "unchanged"),
     "quantity-notation": (m_quantity_notation, "in-place"),

@@ -106,7 +106,7 @@ def test_resume_is_noted(tmp_path: Path) -> None:
 def test_cluster_level_change_hits_every_group(tmp_path: Path) -> None:
     base = opted(BASE)
     head = copy.deepcopy(base)
-    head["spec"]["rayVersion"] = "2.40.0"
+    head["spec"]["gcsFaultToleranceOptions"] = {"redisAddress": "redis:6379"}
     impact = impact_of(tmp_path, base, head)
     assert impact.klass == "recreate"
     assert {g.group for g in impact.hashed_groups} == {"head", "worker:a", "worker:b"}

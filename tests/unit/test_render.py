@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def test_hashes_are_written_to_templates_and_cluster(tmp_path: Path) -> None:
     head = obj["spec"]["headGroupSpec"]["template"]["metadata"]["annotations"][HASH_ANNOTATION]
     worker = obj["spec"]["workerGroupSpecs"][0]["template"]["metadata"]["annotations"][HASH_ANNOTATION]
     assert hashes == {"head": head, "workers": {"w": worker}}
-    assert head.startswith("h1-") and len(head) == 19 and head != worker
+    assert re.fullmatch(r"h3\.[0-9a-f]{6}-[0-9a-f]{16}", head) and head != worker
 
 
 def test_without_opt_in_hashes_but_no_hooks(tmp_path: Path) -> None:
@@ -138,10 +139,10 @@ def test_plan_lists_every_cluster_of_the_namespace(tmp_path: Path) -> None:
     assert [(c["name"], c["strategy"]) for c in plan["clusters"]] == [("a", "Recreate"), ("b", "None")]
     a = plan["clusters"][0]
     assert a["hashes"] == json.loads(result.objects[0]["metadata"]["annotations"][HASHES_ANNOTATION])
-    assert "replicas" not in a["podSpec"]["workers"]["w"]
-    stamped = a["podSpec"]["workers"]["w"]["template"]["metadata"]["annotations"]
+    assert a["spec"]["workers"]["w"]["replicas"] == 2  # the whole desired spec: the hook's resume writes it
+    stamped = a["spec"]["workers"]["w"]["template"]["metadata"]["annotations"]
     assert stamped == {"raygitops.dev/template-hash": a["hashes"]["workers"]["w"]}
-    assert a["podSpec"]["head"]["template"]["spec"]["containers"][0]["image"] == "rayproject/ray:2.41.0"
+    assert a["spec"]["head"]["template"]["spec"]["containers"][0]["image"] == "rayproject/ray:2.41.0"
 
 
 def test_hooks_per_namespace(tmp_path: Path) -> None:

@@ -121,7 +121,7 @@ def test_the_plan_of_packed_clusters_is_byte_for_byte_the_plan_of_cluster_plans(
                               Settings(), "ray")
     (packed,) = result.plans
     unpacked = Plan(packed.namespace, [c.plan for c in result.clusters], packed.settings, packed.app,
-                    packed.hash_ignore, packed.config_maps)
+                    packed.hash_ignore, packed.pod_rules, packed.config_maps)
     assert isinstance(unpacked.clusters[0], ClusterPlan)
     assert packed.dumps() == unpacked.dumps() == json.dumps(unpacked.to_json(), sort_keys=True, separators=(",", ":"))
     assert packed.to_json() == unpacked.to_json() and packed.digest() == unpacked.digest()

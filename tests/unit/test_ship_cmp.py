@@ -261,7 +261,7 @@ def test_generate_renders_each_example_app(app: Path, sandbox: Path, generate) -
     assert clusters, "every example app renders a RayCluster"
     for rc in clusters:
         hashes = json.loads(rc["metadata"]["annotations"]["raygitops.dev/template-hashes"])
-        assert hashes["head"].startswith("h1-")
+        assert hashes["head"].startswith("h3.")
     opted_in = [rc for rc in clusters
                 if rc["metadata"].get("annotations", {}).get("raygitops.dev/upgrade-strategy") == "Recreate"]
     if opted_in:

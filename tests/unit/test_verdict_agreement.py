@@ -4,7 +4,8 @@ what the next sync does to a cluster (issue #36).
 Hypothesis draws a RayCluster as Git had it (base) and a change to it (head): strategies,
 KubeRay's native Recreate, ownership, suspension, worker groups added, removed and
 rescaled, the autoscaler, images, env, tolerations, service annotations, notation-only
-changes. The live cluster is base as its sync left it: the object applied, and the pods the
+changes, and fields that reach only some groups' pods or none (the head Service's name, the
+Ray version across the probes' threshold, the autoscaler's idle timeout, GCS fault tolerance). The live cluster is base as its sync left it: the object applied, and the pods the
 operator keeps for it (KubeRay's count; with the autoscaler, a count the preview's range
 cannot rule out), made from its templates. Then, on that one state:
 
@@ -86,7 +87,7 @@ def bases(draw: st.DrawFn) -> tuple[dict[str, Any], bool]:
         doc["metadata"]["annotations"][STRATEGY_ANNOTATION] = strategy
     if draw(st.booleans()):
         doc["spec"]["enableInTreeAutoscaling"] = True
-    if draw(st.integers(0, 5)) == 0:
+    if draw(st.integers(0, 5)) == 0 and not native:  # KubeRay refuses upgradeStrategy on an owned cluster
         doc["metadata"]["labels"]["ray.io/originated-from-crd"] = "RayJob"
     if draw(st.integers(0, 5)) == 0:
         doc["spec"]["suspend"] = True
@@ -117,6 +118,12 @@ CHANGES = {
     "add group": lambda d, g: _workers(d).append(_group(_new_name(d), 1, 0, 3, 1)),
     "remove group": lambda d, g: g and _workers(d).remove(g),
     "service annotations": lambda d, g: d["spec"].update(headServiceAnnotations={"lb": "internal"}),
+    # reach no pod (scheme h3: the operator builds the same pods), or only some groups'
+    "autoscaler idle timeout": lambda d, g: d["spec"].setdefault("autoscalerOptions", {}).update(idleTimeoutSeconds=300),
+    "ray version": lambda d, g: d["spec"].update(rayVersion="2.42.0"),
+    "ray version probes": lambda d, g: d["spec"].update(rayVersion="2.53.0"),
+    "head service name": lambda d, g: d["spec"]["headGroupSpec"].update(headService={"metadata": {"name": "svc2"}}),
+    "fault tolerance": lambda d, g: d["metadata"]["annotations"].update({"ray.io/ft-enabled": "true"}),
     "suspend": lambda d, g: d["spec"].update(suspend=True),
     "resume": lambda d, g: d["spec"].pop("suspend", None),
     "opt in": lambda d, g: d["metadata"]["annotations"].update({STRATEGY_ANNOTATION: "Recreate"}),

@@ -1,8 +1,17 @@
-"""Template hashes (scheme h1, and h2 when rules leave template keys out): one per RayCluster group (docs/design.md "Template hash").
+"""Template hashes: one per RayCluster group (docs/design.md "Template hash").
 
-The *pod-shaping spec* of a group is exactly the input of its hash: the group object minus
-its scaling and service keys, plus the cluster-level spec minus the groups and the keys that
-never reach a pod.  The hook writes this spec back on resume, and the preview reports it.
+Scheme h3 (``h3.<rules>-<digest>``) hashes, per group, what the target KubeRay operator reads
+to build that group's pods (:func:`raygitops.model.podrules.pod_inputs`): a change that makes
+the same pods leaves it, one that makes different pods moves it.  The tag names the rules the
+digest was made under (the operator line's pod rules and ``hash.ignore``): hashes compare only
+under the same tag; pods stamped under other rules are compared by spec (model/verdict.py).
+
+Scheme h1 (``h1-``, and ``h2.<list>-`` when ``hash.ignore`` dropped a key) is the hash of
+raygitops before h3: the group minus a fixed list of scaling and service keys, plus the
+cluster spec minus another.  It stays for the clusters that keep KubeRay's own
+``upgradeStrategy`` (``ClusterPlan.native``): the operator hashes the template annotation the
+hash is written to, so a new scheme would make it recreate their pods once by itself.
+Pods stamped h1 elsewhere are compared by spec, never recreated for the scheme.
 """
 
 from __future__ import annotations
@@ -14,40 +23,63 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from raygitops.model import podrules
 from raygitops.model.canonical import canonical_bytes
 from raygitops.errors import RaygitopsError
 from raygitops.model.names import HASH_ANNOTATION
 
-SCHEME = "h1"
+SCHEME = "h3"
+LEGACY_SCHEME = "h1"
 # Pod-template label and annotation keys left out of the hash by default (raygitops.yaml
 # `hash.ignore` replaces the list): bookkeeping that changes with every chart release and
 # says nothing about what the pods run.  Shell-style patterns.
 DEFAULT_IGNORED_KEYS = ("helm.sh/chart", "chart", "heritage", "app.kubernetes.io/managed-by",
                         "app.kubernetes.io/version")
-_HASH_RE = re.compile(r"(h1|h2\.[0-9a-f]{6})-[0-9a-f]{16}")
+_HASH_RE = re.compile(r"(h1|h2\.[0-9a-f]{6}|h3\.[0-9a-f]{6})-[0-9a-f]{16}")
 
 
 @dataclass(frozen=True)
 class HashRules:
-    """What a hash leaves out beyond the fixed rules: template label/annotation keys.
+    """How a hash is made: the operator line whose pod rules it follows (``pods``, a
+    :data:`raygitops.model.podrules.BY_NAME` key), the template label/annotation keys it leaves
+    out (``ignore``), and whether it is the legacy scheme h1 instead (``legacy``: the pod rules
+    then only say which fields shape pods, for the preview).
 
-    A group hash whose template held none of them is exactly the h1 hash (so adding rules
-    changes no existing hash); one that dropped a key is tagged ``h2.<6 hex of the rules>``,
-    so hashes made under other rules never compare as equal or as different: the hook then
-    compares specs (docs/design.md "Template hash")."""
+    An h3 hash is tagged ``h3.<6 hex of both>``; an h1 hash whose template held none of the
+    ignored keys is plain ``h1``, one that dropped a key ``h2.<6 hex of the list>``.  Hashes
+    made under other rules never compare as equal or as different: the hook then compares
+    specs (docs/design.md "Template hash")."""
 
     ignore: tuple[str, ...] = ()
+    pods: str = podrules.RULES[-1].name
+    legacy: bool = False
 
     def tag(self) -> str:
-        digest = hashlib.sha256(json.dumps(sorted(set(self.ignore))).encode()).hexdigest()[:6]
-        return f"h2.{digest}"
+        if self.legacy:
+            digest = hashlib.sha256(json.dumps(sorted(set(self.ignore))).encode()).hexdigest()[:6]
+            return f"h2.{digest}"
+        digest = hashlib.sha256(json.dumps([self.pods, sorted(set(self.ignore))]).encode()).hexdigest()[:6]
+        return f"{SCHEME}.{digest}"
 
     def ignored(self, key: Any) -> bool:
         return isinstance(key, str) and any(fnmatch.fnmatchcase(key, pattern) for pattern in self.ignore)
 
+    @property
+    def pod_rules(self) -> podrules.PodRules:
+        return podrules.BY_NAME[self.pods]
 
-NO_RULES = HashRules()
+    def for_kuberay(self, version: str | None) -> "HashRules":
+        """These rules under the pod rules of KubeRay ``version`` (None: the newest known)."""
+        return HashRules(self.ignore, podrules.rules_for(version).name, self.legacy)
 
+    def as_legacy(self) -> "HashRules":
+        return HashRules(self.ignore, self.pods, legacy=True)
+
+
+NEWEST = HashRules()  # scheme h3 of the newest known operator, no hash.ignore
+NO_RULES = HashRules(legacy=True)  # the legacy scheme h1 without hash.ignore
+
+# What scheme h1 leaves out (frozen: it is the hash of the clusters stamped h1).
 GROUP_EXCLUDED = frozenset(
     {
         "replicas",
@@ -71,6 +103,9 @@ CLUSTER_EXCLUDED = frozenset(
         "headServiceAnnotations",
     }
 )
+# A worker group's fields the autoscaler (and the user's scaling) own: the hook's resume
+# keeps the live values; KubeRay's own spec hash leaves them out too.
+SCALING = ("replicas", "minReplicas", "maxReplicas", "scaleStrategy")
 
 
 @dataclass(frozen=True)
@@ -99,8 +134,10 @@ class GroupHashes:
 
 
 @dataclass(frozen=True)
-class PodShapingSpec:
-    """What decides a RayCluster's pods: cluster-level part, head group, worker groups."""
+class SpecParts:
+    """A RayCluster spec split by group: the cluster-level fields, the head group, the worker
+    groups by name (each without its ``groupName``).  The plan carries the desired spec so;
+    the hook's resume writes it."""
 
     cluster: dict[str, Any]
     head: dict[str, Any]
@@ -110,16 +147,19 @@ class PodShapingSpec:
         return {"cluster": self.cluster, "head": self.head, "workers": self.workers}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "PodShapingSpec":
+    def from_json(cls, data: dict[str, Any]) -> "SpecParts":
         return cls(data.get("cluster") or {}, data.get("head") or {}, data.get("workers") or {})
 
+    def spec(self) -> dict[str, Any]:
+        """The spec again (worker groups in their order, each with its ``groupName``)."""
+        out = dict(self.cluster)
+        out["headGroupSpec"] = self.head
+        out["workerGroupSpecs"] = [{"groupName": name, **g} for name, g in self.workers.items()]
+        return out
 
-def _without(mapping: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
-    return {k: v for k, v in mapping.items() if k not in keys}
 
-
-def pod_shaping_spec(spec: Any) -> PodShapingSpec:
-    """Split a RayCluster ``spec`` into its pod-shaping parts; raises on a malformed spec."""
+def split_spec(spec: Any) -> SpecParts:
+    """Split a RayCluster ``spec`` by group; raises on a malformed spec."""
     if not isinstance(spec, dict):
         raise RaygitopsError("RayCluster spec is not a mapping")
     head = spec.get("headGroupSpec")
@@ -137,12 +177,16 @@ def pod_shaping_spec(spec: Any) -> PodShapingSpec:
             raise RaygitopsError(f"spec.workerGroupSpecs[{index}] has no groupName")
         if name in workers:
             raise RaygitopsError(f"duplicate worker groupName {name!r}")
-        workers[name] = _without(group, GROUP_EXCLUDED)
-    return PodShapingSpec(
-        cluster=_without(spec, CLUSTER_EXCLUDED),
-        head=_without(head, GROUP_EXCLUDED),
+        workers[name] = {k: v for k, v in group.items() if k != "groupName"}
+    return SpecParts(
+        cluster={k: v for k, v in spec.items() if k not in ("headGroupSpec", "workerGroupSpecs")},
+        head=head,
         workers=workers,
     )
+
+
+def _without(mapping: dict[str, Any], keys: frozenset[str]) -> dict[str, Any]:
+    return {k: v for k, v in mapping.items() if k not in keys}
 
 
 def _without_ignored(group_part: dict[str, Any], rules: HashRules) -> tuple[dict[str, Any], bool]:
@@ -163,25 +207,35 @@ def _without_ignored(group_part: dict[str, Any], rules: HashRules) -> tuple[dict
     return {**group_part, "template": {**template, "metadata": kept_meta}}, True
 
 
-def hash_group(cluster_part: dict[str, Any], group_part: dict[str, Any], rules: HashRules = NO_RULES) -> str:
-    """``h1-`` (or ``h2.<rules>-`` when the rules dropped a key) + 16 hex digits of SHA-256
-    over the canonical group + cluster input."""
-    group_part, dropped = _without_ignored(group_part, rules)
-    digest = hashlib.sha256(canonical_bytes({"cluster": cluster_part, "group": group_part}))
-    return f"{rules.tag() if dropped else SCHEME}-{digest.hexdigest()[:16]}"
+def _legacy_group(cluster_part: dict[str, Any], group_part: dict[str, Any], rules: HashRules) -> str:
+    """Scheme h1: ``h1-`` (or ``h2.<rules>-`` when the rules dropped a key) + 16 hex digits of
+    SHA-256 over the canonical group + cluster input."""
+    group_part, dropped = _without_ignored(_without(group_part, GROUP_EXCLUDED), rules)
+    digest = hashlib.sha256(canonical_bytes({"cluster": _without(cluster_part, CLUSTER_EXCLUDED),
+                                             "group": group_part}))
+    return f"{rules.tag() if dropped else LEGACY_SCHEME}-{digest.hexdigest()[:16]}"
 
 
-def hash_spec(shaping: PodShapingSpec, rules: HashRules = NO_RULES) -> GroupHashes:
-    """The hashes of every group."""
-    return GroupHashes(
-        head=hash_group(shaping.cluster, shaping.head, rules),
-        workers={name: hash_group(shaping.cluster, g, rules) for name, g in shaping.workers.items()},
-    )
+def hash_spec(parts: SpecParts, rules: HashRules = NEWEST,
+              cluster_annotations: dict[str, Any] | None = None) -> GroupHashes:
+    """The hashes of every group (``cluster_annotations``: the RayCluster's, some of which the
+    pod builder reads; h1 ignores them)."""
+    if rules.legacy:
+        # h1 hashed the group with its groupName
+        return GroupHashes(
+            head=_legacy_group(parts.cluster, parts.head, rules),
+            workers={name: _legacy_group(parts.cluster, {"groupName": name, **g}, rules)
+                     for name, g in parts.workers.items()},
+        )
+    inputs = podrules.pod_inputs(parts.spec(), cluster_annotations or {}, rules.pod_rules, rules.ignored)
+    tag = rules.tag()
+    hashes = {key: f"{tag}-{hashlib.sha256(canonical_bytes(value)).hexdigest()[:16]}" for key, value in inputs.items()}
+    return GroupHashes(head=hashes.pop("head"), workers={k.split(":", 1)[1]: v for k, v in hashes.items()})
 
 
-def hash_cluster(spec: Any, rules: HashRules = NO_RULES) -> GroupHashes:
+def hash_cluster(spec: Any, rules: HashRules = NEWEST, cluster_annotations: dict[str, Any] | None = None) -> GroupHashes:
     """The hashes of a RayCluster ``spec``."""
-    return hash_spec(pod_shaping_spec(spec), rules)
+    return hash_spec(split_spec(spec), rules, cluster_annotations)
 
 
 def is_hash(value: Any) -> bool:
@@ -190,7 +244,7 @@ def is_hash(value: Any) -> bool:
 
 
 def scheme_of(value: str) -> str:
-    """``h1`` or ``h2.<rules>``: hashes compare only within one."""
+    """``h1``, ``h2.<rules>`` or ``h3.<rules>``: hashes compare only within one."""
     return value.rsplit("-", 1)[0]
 
 

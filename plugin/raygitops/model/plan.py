@@ -1,7 +1,7 @@
 """The plan: what render tells the PreSync hook, one per namespace (docs/design.md "Hook objects").
 
 It lists every RayCluster of the app in the namespace with its strategy, desired hashes and
-desired pod-shaping spec.  Versioned JSON; the hook refuses a plan it does not understand.
+desired spec.  Versioned JSON; the hook refuses a plan it does not understand.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from raygitops import __version__
-from raygitops.model import convert, jobs, strategy
+from raygitops.model import convert, jobs, podrules, strategy
 from raygitops.model.configrefs import CONFIGMAP, SECRET
 from raygitops.errors import RaygitopsError
-from raygitops.model.hashing import NO_RULES, SCHEME, GroupHashes, HashRules, PodShapingSpec
+from raygitops.model.hashing import NEWEST, SCHEME, GroupHashes, HashRules, SpecParts
 
 PLAN_API_VERSION = "raygitops.dev/v1"
 PLAN_KIND = "PresyncPlan"
@@ -30,15 +30,17 @@ class ClusterPlan:
     name: str
     strategy: str
     hashes: GroupHashes
-    pod_spec: PodShapingSpec
+    spec: SpecParts  # the desired spec: the hook's resume writes it
     suspend: bool = False
     owner: str | None = None
     # The applied spec keeps ``upgradeStrategy.type: Recreate``: a KubeRay >= 1.6 operator
     # recreates the pods itself when its own spec hash changes (docs/kuberay-1.6.md).
     native: bool = False
-    # how ``hashes`` were made (the plan's hashIgnore; not written per cluster): the hook
-    # hashes a live spec with the same rules
-    rules: HashRules = field(default=NO_RULES, compare=False)
+    # how ``hashes`` were made (the plan's hashIgnore and podRules, h1 for a native cluster;
+    # not written per cluster): the hook hashes a live spec with the same rules
+    rules: HashRules = field(default=NEWEST, compare=False)
+    # the RayCluster annotations the pod builder reads (podrules.POD_ANNOTATIONS), as desired
+    pod_annotations: dict[str, str] = field(default_factory=dict)
     # ReplaceGroups only: how many pods of a changed group may be missing at once ("2", "25%"),
     # and per worker group where it differs
     max_unavailable: str | None = None
@@ -86,8 +88,10 @@ class ClusterPlan:
             "suspend": self.suspend,
             "owner": self.owner,
             "hashes": self.hashes.to_json(),
-            "podSpec": self.pod_spec.to_json(),
+            "spec": self.spec.to_json(),
         }
+        if self.pod_annotations:
+            data["podAnnotations"] = dict(sorted(self.pod_annotations.items()))
         if self.native:  # absent otherwise: plans without it keep their digest
             data["nativeRecreate"] = True
         if self.max_unavailable is not None:
@@ -122,7 +126,8 @@ class ClusterPlan:
             name=data["name"],
             strategy=data["strategy"],
             hashes=GroupHashes.from_json(data["hashes"]),
-            pod_spec=PodShapingSpec.from_json(data["podSpec"]),
+            spec=SpecParts.from_json(data["spec"]),
+            pod_annotations={str(k): str(v) for k, v in (data.get("podAnnotations") or {}).items()},
             suspend=bool(data.get("suspend", False)),
             owner=data.get("owner"),
             native=data.get("nativeRecreate") is True,
@@ -271,8 +276,10 @@ class Plan:
     clusters: Sequence[ClusterPlan | PackedCluster] = field(default_factory=list)
     settings: HookSettings = field(default_factory=HookSettings)
     app: str | None = None
-    # the template keys the desired hashes leave out (HashRules): the hook hashes live specs alike
+    # the template keys the desired hashes leave out, and the operator line whose pod rules they
+    # follow (HashRules): the hook hashes live specs alike
     hash_ignore: tuple[str, ...] = ()
+    pod_rules: str = NEWEST.pods
     # the content (data, binaryData) of the app's ConfigMaps its clusters' pods read, by name
     config_maps: dict[str, dict[str, Any]] = field(default_factory=dict)
     # the same of its Secrets (data, type): never written into the plan's JSON; render puts
@@ -289,6 +296,7 @@ class Plan:
             "app": self.app,
             "namespace": self.namespace,
             "hashIgnore": list(self.hash_ignore),
+            "podRules": self.pod_rules,
             "settings": self.settings.to_json(),
         }
         if self.config_maps:
@@ -322,13 +330,18 @@ class Plan:
             )
         try:
             ignore = tuple(convert.string_list(data.get("hashIgnore") or []))
-            rules = HashRules(ignore)
+            pods = data.get("podRules")  # absent: a plan of scheme h1 (before raygitops knew pod rules)
+            if pods is not None and pods not in podrules.BY_NAME:
+                raise ValueError(f"podRules {pods!r} is not one of {', '.join(podrules.BY_NAME)}")
+            rules = HashRules(ignore, pods or NEWEST.pods, legacy=pods is None)
+            clusters = [ClusterPlan.from_json(c) for c in data.get("clusters") or []]
             return cls(
                 namespace=None if data["namespace"] is None else convert.namespace(data["namespace"]),
-                clusters=[dataclasses.replace(ClusterPlan.from_json(c), rules=rules) for c in data.get("clusters") or []],
+                clusters=[dataclasses.replace(c, rules=rules.as_legacy() if c.native else rules) for c in clusters],
                 settings=HookSettings.from_json(data.get("settings") or {}),
                 app=data.get("app"),
                 hash_ignore=ignore,
+                pod_rules=rules.pods,
                 config_maps=_contents(data.get("configMaps") or {}, "configMaps", ("data", "binaryData")),
             )
         except (KeyError, TypeError, ValueError) as err:

@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raygitops.model import lock as locks
-from raygitops.model import native, pods
+from raygitops.model import native, podrules, pods
 from raygitops.model.configrefs import DRIFTS, HASH_ANNOTATIONS
 from raygitops.model.crddefaults import strip_defaults
-from raygitops.model.hashing import NO_RULES, GroupHashes, HashRules, digest_of, hash_cluster, is_hash, scheme_of
+from raygitops.model.hashing import NEWEST, GroupHashes, HashRules, digest_of, hash_cluster, is_hash, scheme_of
 from raygitops.model.names import (
     HASH_ANNOTATION,
     HASHES_ANNOTATION,
@@ -277,18 +277,11 @@ class _CannotHash(Exception):
     """The observed spec cannot be hashed (render would refuse it)."""
 
 
-def desired_spec(plan: ClusterPlan) -> dict[str, Any]:
-    """A RayCluster spec assembled from the plan's pod-shaping parts."""
-    spec = dict(plan.pod_spec.cluster)
-    spec["headGroupSpec"] = plan.pod_spec.head
-    spec["workerGroupSpecs"] = [dict(g, groupName=name) for name, g in plan.pod_spec.workers.items()]
-    return spec
-
-
-def comparable_hashes(spec: dict[str, Any], rules: HashRules = NO_RULES) -> GroupHashes:
+def comparable_hashes(spec: dict[str, Any], rules: HashRules = NEWEST,
+                      cluster_annotations: dict[str, Any] | None = None) -> GroupHashes:
     """Hashes of a spec after stripping the CRD defaults: what the fallback compares (their
-    digests: a spec without an ignored key hashes as h1, one with it as h2)."""
-    return hash_cluster(strip_defaults(spec), rules)
+    digests: under scheme h1 a spec without an ignored key hashes as h1, one with it as h2)."""
+    return hash_cluster(strip_defaults(spec), rules, podrules.pod_annotations(cluster_annotations or {}))
 
 
 def _group_drift(plan: ClusterPlan, seen: Observed) -> tuple[dict[str, GroupDrift], dict[str, Any]]:
@@ -314,7 +307,8 @@ def _group_drift(plan: ClusterPlan, seen: Observed) -> tuple[dict[str, GroupDrif
         elif len(same) != len(hashes):  # other pods carry no hash of these rules: compare the specs
             if compared is None:
                 try:
-                    compared = comparable_hashes(seen.spec, plan.rules), comparable_hashes(desired_spec(plan), plan.rules)
+                    compared = (comparable_hashes(seen.spec, plan.rules, seen.annotations),
+                                comparable_hashes(plan.spec.spec(), plan.rules, plan.pod_annotations))
                 except Exception as err:  # noqa: BLE001 - a live spec render would refuse must not stop the run
                     raise _CannotHash(str(err)) from None
             live_h, desired_h = compared[0].groups().get(key), compared[1].groups().get(key)
@@ -465,7 +459,7 @@ def replacement(plan: ClusterPlan, drift: dict[str, GroupDrift], counts: dict[st
                        **({"maxUnavailable": plan.limit_of(name)} if name in plan.max_unavailable_by_group else {}),
                        "atATime": resolve_max_unavailable(plan.limit_of(name), count.min)})
     touched = {k.split(":", 1)[1] for k in drift}
-    kept = [g for g in sorted(plan.pod_spec.workers) if g not in touched]
+    kept = [g for g in sorted(plan.spec.workers) if g not in touched]
     return {"maxUnavailable": plan.max_unavailable or DEFAULT_MAX_UNAVAILABLE,
             "groups": sorted(groups, key=lambda g: g["change"] != "changed"), "kept": ["head", *kept]}
 

@@ -309,7 +309,7 @@ def replace_batch(c: Context, s: State) -> None:
     for pod in batch.delete:
         name, group = objmeta.meta(pod).get("name", ""), (pods.group_key(pod) or ":").split(":", 1)[1]
         if c.kube.delete_pod(c.ns, name, objmeta.meta(pod).get("uid")):
-            if group in s.groups or group in c.plan.pod_spec.workers:
+            if group in s.groups or group in c.plan.spec.workers:
                 s.deleted[group] = s.deleted.get(group, 0) + 1
             else:
                 s.removed_deleted += 1
@@ -397,7 +397,7 @@ def _start_replacing(c: Context, s: State, lock: locks.Lock) -> str:
     c.make_config_live()
     c.patch(s, patches.resume_patch(s.live, c.plan, lock))
     lease.written(c)
-    kept = ["head"] + [f"group {g}" for g in sorted(c.plan.pod_spec.workers) if g not in s.groups]
+    kept = ["head"] + [f"group {g}" for g in sorted(c.plan.spec.workers) if g not in s.groups]
     what = f"worker groups {', '.join(s.groups) or '(removed groups only)'}"
     c.log.info(c.key, "replace", f"desired spec written; replacing the pods of {what} "
                f"(max unavailable {_limits(c, s)}); {', '.join(kept)} kept")
@@ -418,7 +418,7 @@ def _limits(c: Context, s: State) -> str:
 
 def _summary(c: Context, s: State) -> str:
     return replace.summary(s.deleted, s.groups, s.removed_deleted,
-                           [g for g in c.plan.pod_spec.workers if g not in s.groups])
+                           [g for g in c.plan.spec.workers if g not in s.groups])
 
 
 def _wait_ready(c: Context, s: State) -> None:

@@ -2,14 +2,18 @@
 resourceVersion they were computed from, so the API server rejects them (409) when the
 RayCluster changed in between.
 
-The resume patch is the heart of the cycle: ONE write that sets the desired pod-shaping spec
-(every group's template stamped with its desired hash) AND ``spec.suspend: false``, so the
-operator never sees the old templates unsuspended.  It keeps what is not pod-shaping from the
-live object: the scaling and service fields of the head and of existing worker groups
-(``replicas``, ``minReplicas``, ``maxReplicas``, ``scaleStrategy``, ...; the autoscaler owns
-them) and ``upgradeStrategy``, ``managedBy``, ``headServiceAnnotations``.  Worker groups
-the plan adds are added (the CRD defaults their scaling fields until Argo CD applies the
-manifest), groups it drops are dropped.
+The resume patch is the heart of the cycle: ONE write that sets the desired spec (every
+group's template stamped with its desired hash) AND ``spec.suspend: false``, so the operator
+never sees the old templates unsuspended.  It writes the whole spec the sync will apply, so
+that KubeRay's own Recreate (1.6, whose hash covers the whole spec and which stamps it on the
+new head pod) finds nothing of its own to recreate for once the sync applied it: one commit,
+one recreate.  It keeps from the live object only what the sync's apply does not decide or
+cannot change: the scaling fields of existing worker groups (``replicas``, ``minReplicas``,
+``maxReplicas``, ``scaleStrategy``: the autoscaler owns them, and KubeRay's hash leaves them
+out) and ``managedBy`` (immutable).  Worker groups the plan adds are added (the CRD defaults
+their scaling fields until Argo CD applies the manifest), groups it drops are dropped.  The
+RayCluster annotations the pod builder reads (``ray.io/ft-enabled``, ...) are written in the
+same patch.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ import copy
 import json
 from typing import Any
 
-from raygitops.model.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED, stamp_group
+from raygitops.model import podrules
+from raygitops.model.hashing import SCALING, stamp_group
 from raygitops.model.plan import ClusterPlan
 from raygitops.model.lock import Lock
 from raygitops.model.names import LAST_ANNOTATION, LOCK_ANNOTATION, OUTCOME_ANNOTATION
+from raygitops.model.objmeta import annotations
 
 
 def merge_diff(old: Any, new: Any) -> Any:
@@ -43,35 +49,33 @@ def merge_diff(old: Any, new: Any) -> Any:
     return out
 
 
-def _keep(target: dict[str, Any], live: dict[str, Any], keys: frozenset[str]) -> None:
-    for key in sorted(keys):
+def _keep(target: dict[str, Any], live: dict[str, Any], keys: tuple[str, ...]) -> None:
+    for key in keys:
+        target.pop(key, None)
         if key in live:
             target[key] = copy.deepcopy(live[key])
 
 
 def resume_spec(live_spec: dict[str, Any], plan: ClusterPlan) -> dict[str, Any]:
     """The full spec the resume patch writes."""
-    shaping, hashes = plan.pod_spec, plan.hashes
-    spec = copy.deepcopy(shaping.cluster)
-    _keep(spec, live_spec, CLUSTER_EXCLUDED - {"headGroupSpec", "workerGroupSpecs", "suspend"})
+    desired, hashes = plan.spec, plan.hashes
+    spec = copy.deepcopy(desired.cluster)
+    _keep(spec, live_spec, ("managedBy",))
 
-    head = copy.deepcopy(shaping.head)
-    live_head = live_spec.get("headGroupSpec") if isinstance(live_spec.get("headGroupSpec"), dict) else {}
-    _keep(head, live_head, GROUP_EXCLUDED)
+    head = copy.deepcopy(desired.head)
     stamp_group(head, hashes.head)
     spec["headGroupSpec"] = head
 
     live_groups = {
         g.get("groupName"): g for g in live_spec.get("workerGroupSpecs") or [] if isinstance(g, dict)
     }
-    order = [n for n in live_groups if n in shaping.workers]
-    order += [n for n in shaping.workers if n not in live_groups]
+    order = [n for n in live_groups if n in desired.workers]
+    order += [n for n in desired.workers if n not in live_groups]
     workers = []
     for name in order:
-        group = copy.deepcopy(shaping.workers[name])
-        group["groupName"] = name
+        group = {"groupName": name, **copy.deepcopy(desired.workers[name])}
         if name in live_groups:
-            _keep(group, live_groups[name], GROUP_EXCLUDED)
+            _keep(group, live_groups[name], SCALING)
         stamp_group(group, hashes.workers[name])
         workers.append(group)
     spec["workerGroupSpecs"] = workers
@@ -94,9 +98,12 @@ def suspend_patch(live: dict[str, Any], lock: Lock) -> dict[str, Any]:
 
 
 def resume_patch(live: dict[str, Any], plan: ClusterPlan, lock: Lock) -> dict[str, Any]:
-    """Desired pod-shaping spec + ``suspend: false`` + lock phase ``resumed``, in one write."""
+    """Desired spec + ``suspend: false`` + lock phase ``resumed`` (+ the annotations the pod
+    builder reads), in one write."""
     live_spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
     patch = lock_patch(live, lock)
+    live_read = podrules.pod_annotations(annotations(live))
+    patch["metadata"]["annotations"].update(merge_diff(live_read, plan.pod_annotations))
     spec_patch = merge_diff(live_spec, resume_spec(live_spec, plan))
     spec_patch["suspend"] = False  # always explicit, even when already false
     patch["spec"] = spec_patch

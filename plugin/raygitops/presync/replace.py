@@ -81,7 +81,7 @@ def next_batch(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str,
 
     batch = Batch()
     for name, group_pods in sorted(by_group.items()):
-        if name not in live_groups and name not in plan.pod_spec.workers:
+        if name not in live_groups and name not in plan.spec.workers:
             batch.removed += len(group_pods)
             batch.delete += sorted(group_pods, key=_name)
     for name in sorted(set(groups)):

@@ -3,8 +3,8 @@
 ``jsonpatch.make_patch`` on the two objects, with every ``raygitops.dev/*`` annotation taken
 out first (hashes are reported per group, the strategy on its own).  Each operation becomes a
 :class:`FieldChange` with a JSON-pointer path, the old and the new value, and whether the
-field is *pod-shaping* (part of a group's template-hash input, see
-:mod:`raygitops.model.hashing`).  Values whose NAME looks secret (an env var ``DB_PASSWORD``, a key
+field is *pod-shaping* (the target KubeRay's pod builder reads it, see
+:mod:`raygitops.model.podrules`).  Values whose NAME looks secret (an env var ``DB_PASSWORD``, a key
 ``apiKey``, …: :func:`looks_secret`, plus the app's own ``preview.mask`` / ``preview.unmask``
 patterns) are masked: the report still shows that they changed, never what they are.  Other
 env values are shown (``RAY_LOG_LEVEL: info → debug``), and ``valueFrom`` references always.
@@ -22,7 +22,8 @@ import jsonpatch
 import jsonpointer
 
 from raygitops.model.names import ANNOTATION_PREFIX
-from raygitops.model.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED, NO_RULES, HashRules
+from raygitops.model import podrules
+from raygitops.model.hashing import NEWEST, HashRules
 
 MASK = "••••"
 ABSENT: Any = object()  # the field does not exist on that side
@@ -159,20 +160,6 @@ def _tokens(pointer: str) -> list[str]:
     return jsonpointer.JsonPointer(pointer).parts
 
 
-def pod_shaping_path(tokens: list[str]) -> bool:
-    """Whether a field of a RayCluster is part of the template-hash input."""
-    if not tokens or tokens[0] != "spec":
-        return False
-    if len(tokens) == 1:
-        return True
-    key = tokens[1]
-    if key == "headGroupSpec":
-        return len(tokens) == 2 or tokens[2] not in GROUP_EXCLUDED
-    if key == "workerGroupSpecs":
-        return len(tokens) <= 3 or tokens[3] not in GROUP_EXCLUDED
-    return key not in CLUSTER_EXCLUDED
-
-
 def _group_of(tokens: list[str], worker_names: list[str]) -> str | None:
     if len(tokens) < 2 or tokens[0] != "spec":
         return None
@@ -277,7 +264,7 @@ def hash_ignored_path(tokens: list[str], rules: HashRules) -> bool:
 
 
 def field_changes(base: dict[str, Any], head: dict[str, Any], *, raycluster: bool = True,
-                  masking: Masking = DEFAULT_MASKING, rules: HashRules = NO_RULES) -> list[FieldChange]:
+                  masking: Masking = DEFAULT_MASKING, rules: HashRules = NEWEST) -> list[FieldChange]:
     """Every field that differs between two objects, sorted by path."""
     old_obj, new_obj = _prune(base, head)
     patch = jsonpatch.make_patch(old_obj, new_obj)
@@ -324,9 +311,9 @@ def field_changes(base: dict[str, Any], head: dict[str, Any], *, raycluster: boo
                 new_shown, new_masked = mask(tokens, new, masking, before + after)
         names = base_workers if op == "remove" else worker_names
         ignored = raycluster and hash_ignored_path(tokens, rules)
-        shaping = raycluster and pod_shaping_path(tokens) and not ignored
+        shaping = raycluster and podrules.path_shapes_pods(tokens, rules.pod_rules) and not ignored
         if op == "move" and from_path is not None:
-            shaping = shaping or (raycluster and pod_shaping_path(_tokens(from_path)))
+            shaping = shaping or (raycluster and podrules.path_shapes_pods(_tokens(from_path), rules.pod_rules))
         out.append(FieldChange(
             op=op,
             path=path,

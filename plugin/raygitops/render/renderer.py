@@ -11,15 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from raygitops.model import configrefs, crdschema, jobs, native, strategy
+from raygitops.model import configrefs, crdschema, jobs, native, podrules, strategy, validation
 from raygitops.errors import RaygitopsError, printable
-from raygitops.model.hashing import GroupHashes, HashRules, PodShapingSpec, hash_spec, pod_shaping_spec, stamp_group
+from raygitops.model.hashing import GroupHashes, HashRules, SpecParts, hash_spec, split_spec, stamp_group
 from raygitops.model.names import HASHES_ANNOTATION
 from raygitops.render.appwarnings import AppWarnings
 from raygitops.render.hookresources import LABELS as HOOK_LABELS
 from raygitops.render.hookresources import hook_resources
 from raygitops.model.k8snames import object_problem
-from raygitops.model.objmeta import annotations, set_annotation
+from raygitops.model.objmeta import annotations, labels, set_annotation
 from raygitops.model.plan import ClusterPlan, HookSettings, PackedCluster, Plan
 from raygitops.model.scope import namespaced
 from raygitops.model.sizes import size_problem
@@ -173,6 +173,15 @@ def _check_schema(spec: dict[str, Any], kuberay_version: str | None, doc: Docume
     return found.warnings
 
 
+def _check_operator_accepts(obj: dict[str, Any], kuberay_version: str | None) -> None:
+    """What the target operator's own validation refuses (it then builds no pods and stops
+    reconciling the cluster) is an error here, naming its rule and line."""
+    port = validation.port_for(kuberay_version)
+    refused = port and validation.refusal(obj["spec"], annotations(obj), labels(obj), port)
+    if refused:
+        raise RaygitopsError(str(refused))
+
+
 def _render_cluster(doc: Document, namespace: str | None, settings: Settings, rules: HashRules,
                     configs: ConfigIndex) -> tuple[RenderedCluster, list[str]]:
     """The rendered cluster and the warnings about it."""
@@ -180,21 +189,28 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings, ru
     if "name" not in obj["metadata"]:
         raise RaygitopsError("RayCluster needs metadata.name (generateName cannot be tracked)")
     spec = obj.get("spec")
-    shaping: PodShapingSpec = pod_shaping_spec(spec)  # validates the spec first
+    parts: SpecParts = split_spec(spec)  # validates the spec first
     chosen = strategy.cluster_strategy(obj, keep=settings.keep_upgrade_strategy)
     if not settings.keep_upgrade_strategy:
         strategy.move_strategy_to_annotation(obj, chosen)
     elif "upgradeStrategy" in spec:
         _check_operator_knows_upgrade_strategy(settings.kuberay_version)
-    warnings = _check_schema(spec, settings.kuberay_version, doc) if settings.validate_schema else []
-    hashes = hash_spec(shaping, rules)
+    warnings = []
+    if settings.validate_schema:
+        warnings = _check_schema(spec, settings.kuberay_version, doc)
+        _check_operator_accepts(obj, settings.kuberay_version)
+    native_kept = strategy.native_recreate(obj)
+    # A spec that keeps KubeRay's own Recreate keeps scheme h1 and is not config-hashed: the
+    # operator hashes the template annotations, so a new stamp would restart the pods once
+    # after an upgrade of raygitops (model/hashing.py).
+    rules = rules.as_legacy() if native_kept else rules
+    read = podrules.pod_annotations(annotations(obj))
+    hashes = hash_spec(parts, rules, read)
     _write_hashes(spec, hashes)
-    # A spec that keeps KubeRay's own Recreate is not config-hashed: the operator hashes the
-    # template annotations, so adding one would restart the pods once after an upgrade.
-    config, found, objects = _stamp_config(obj, spec, None if strategy.native_recreate(obj) else configs, namespace)
+    config, found, objects = _stamp_config(obj, spec, None if native_kept else configs, namespace)
     # The plan carries the stamped templates: the hook's resume patch writes them, and pods
     # created right after it must already carry their hash.
-    shaping = pod_shaping_spec(spec)
+    parts = split_spec(spec)
     set_annotation(obj, HASHES_ANNOTATION, hashes.annotation())
     name = obj["metadata"]["name"]
     dashboard = jobs.Dashboard(jobs.head_service(name, spec), jobs.dashboard_port(spec))
@@ -202,13 +218,14 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings, ru
         name=name,
         strategy=chosen,
         hashes=hashes,
-        pod_spec=shaping,
+        spec=parts,
         suspend=spec.get("suspend") is True,
         owner=strategy.cluster_owner(obj),
-        native=strategy.native_recreate(obj),
+        native=native_kept,
         rules=rules,
+        pod_annotations=read,
         max_unavailable=strategy.max_unavailable(obj, chosen),
-        max_unavailable_by_group=strategy.max_unavailable_by_group(obj, chosen, shaping.workers),
+        max_unavailable_by_group=strategy.max_unavailable_by_group(obj, chosen, parts.workers),
         config=config[configrefs.CONFIGMAP],
         config_maps=tuple(configrefs.tracked_names(found, configrefs.CONFIGMAP)),
         secret_config=config[configrefs.SECRET],
@@ -329,7 +346,7 @@ class Render:
         self.result = RenderResult(default_namespace=default_namespace, settings=settings)
         self._documents, self._settings, self._app, self._keep = documents, settings, app, keep
         self._configs = ConfigIndex(documents, default_namespace)
-        self._rules = HashRules(tuple(settings.hash_ignore))
+        self._rules = HashRules(tuple(settings.hash_ignore)).for_kuberay(settings.kuberay_version)
         self._seen: dict[tuple[str, str, str, str], str] = {}
         self._plans: list[tuple[str | None, PackedCluster]] = []  # (namespace, plan) of every cluster
         self._warnings = AppWarnings()  # each message once, with its count (result.warnings at the end)
@@ -425,6 +442,7 @@ class Render:
                 settings=hook,
                 app=self._app,
                 hash_ignore=tuple(settings.hash_ignore),
+                pod_rules=self._rules.pods,
                 config_maps={name: self._configs.payload(ns, configrefs.CONFIGMAP, name)
                              for c in clusters for name in c.config_maps},
                 secrets={name: self._configs.payload(ns, configrefs.SECRET, name)

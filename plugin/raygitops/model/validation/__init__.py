@@ -1,0 +1,133 @@
+"""KubeRay's own RayCluster validation, per operator version (pure): what the operator refuses
+although the CRD schema accepts it (docs/validation.md "What the operator refuses").
+
+The operator runs these checks in its reconciler; a cluster that fails one is stored by the
+API server, then refused by the operator (Warning Event ``InvalidRayClusterSpec``), which
+builds no pods for it and stops reconciling it.  Render and ``raygitops diff`` run the checks
+of the target version (``kuberayVersion``; the newest known when unset) and make a refusal a
+one-line error naming the rule, the version and the line of the operator's code.
+
+One module per ported version (:mod:`.v1_5`, :mod:`.v1_6`) lists the checks (:mod:`.checks`)
+in the order that tag's ``validation.go`` runs them, each with its line; a target between two
+uses the older one, a newer one the newest, and one older than the oldest none (not ported).
+``tests/e2e/test_pod_oracle.py`` checks refusals against the real operators.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence, Union
+
+from raygitops.model.convert import version_tuple
+from raygitops.model.validation import checks
+from raygitops.model.validation.checks import Cluster
+
+FILE = "ray-operator/controllers/ray/utils/validation.go"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check: the upstream function it belongs to and the line of its error."""
+
+    function: str
+    line: int
+    rule: Callable[..., "str | None"]
+
+
+@dataclass(frozen=True)
+class Head:
+    """Checks of the head group, named "Head" in the operator's messages."""
+
+    checks: tuple[Check, ...]
+
+
+@dataclass(frozen=True)
+class EachWorker:
+    """Checks run group by group, in the order of ``workerGroupSpecs``."""
+
+    checks: tuple[Check, ...]
+
+
+Step = Union[Check, Head, EachWorker]
+
+
+@dataclass(frozen=True)
+class Port:
+    """The validation of one operator tag."""
+
+    tag: str  # "v1.6.2"
+    gates: frozenset[str]  # feature gates on by default
+    steps: Sequence[Step]
+
+
+@dataclass(frozen=True)
+class Refusal:
+    tag: str
+    function: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return (f"KubeRay {self.tag} refuses this RayCluster: {self.message} "
+                f"({self.function}, {FILE}:{self.line} at {self.tag})")
+
+
+def _ports() -> list[Port]:
+    from raygitops.model.validation import v1_5, v1_6  # noqa: PLC0415 - the modules name their Port
+
+    return [v1_5.PORT, v1_6.PORT]
+
+
+def port_for(kuberay_version: str | None) -> Port | None:
+    """The port of a KubeRay version (None: the newest); None when older than every port."""
+    ports = _ports()
+    if kuberay_version is None:
+        return ports[-1]
+    wanted = version_tuple(kuberay_version)[:2]
+    older = [p for p in ports if version_tuple(p.tag.lstrip("v"))[:2] <= wanted]
+    return older[-1] if older else None
+
+
+def _defaulted(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec as the operator reads it: the API server's defaults for the fields the checks
+    read, and setDefaults (an absent rayStartParams is {})."""
+    spec = copy.deepcopy(spec)
+    groups = [spec.get("headGroupSpec")] + list(spec.get("workerGroupSpecs") or [])
+    for group in groups:
+        if isinstance(group, dict):
+            if group.get("rayStartParams") is None:
+                group["rayStartParams"] = {}
+    for group in spec.get("workerGroupSpecs") or []:
+        if isinstance(group, dict):
+            group.setdefault("minReplicas", 0)
+            group.setdefault("maxReplicas", 2147483647)
+    return spec
+
+
+def refusal(spec: dict[str, Any], annotations: dict[str, Any], labels: dict[str, Any],
+            port: Port) -> Refusal | None:
+    """The first check of ``port`` the RayCluster fails, as the operator would report it."""
+    cluster = Cluster(_defaulted(spec), annotations, labels, port.gates)
+
+    def found(check: Check, message: str | None) -> Refusal | None:
+        return None if message is None else Refusal(port.tag, check.function, check.line, message)
+
+    for step in port.steps:
+        if isinstance(step, Head):
+            for check in step.checks:
+                hit = found(check, check.rule(cluster, cluster.head, "Head"))
+                if hit:
+                    return hit
+        elif isinstance(step, EachWorker):
+            for group in cluster.workers:
+                for check in step.checks:
+                    hit = found(check, check.rule(cluster, group, checks._name(group)))
+                    if hit:
+                        return hit
+        else:
+            hit = found(step, step.rule(cluster))
+            if hit:
+                return hit
+    return None
+
