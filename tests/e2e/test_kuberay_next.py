@@ -60,19 +60,24 @@ def test_the_operator_and_crds_are_the_next_version(control_plane):
     assert "upgradeStrategy" in props  # a 1.6 field: the 1.5 CRD does not know it
 
 
-def _write_native(app: App, obj: dict) -> None:
-    """The cluster with the operator's own Recreate, and raygitops told to keep it."""
+def _write_native(app: App, obj: dict, **spec: object) -> None:
+    """The cluster with the operator's own Recreate (and the extra ``spec`` fields), and
+    raygitops told to keep it."""
     obj = raycluster(image=obj["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"])
     obj["spec"]["upgradeStrategy"] = {"type": "Recreate"}
+    obj["spec"].update(spec)
     app.write(obj)
     config = app.dir / "raygitops.yaml"
     config.write_text(config.read_text() + "keepUpgradeStrategy: true\n")
 
 
 def test_opted_in_and_native_recreate_replace_the_pods_once(csa_app: App):
-    """A cluster that opts in to raygitops and keeps the operator's own Recreate: one
-    template change replaces the pods exactly once (the operator never sends a second wave
-    after the hook's resume), and the sync is still gated by the hook."""
+    """A cluster that opts in to raygitops and keeps the operator's own Recreate: one commit
+    that changes the image and headServiceAnnotations (which only the operator's hash sees)
+    replaces the pods exactly once: the hook's resume writes the whole spec, so the head pod
+    the operator creates next is stamped with its hash of the final spec and the apply leaves
+    it nothing to recreate for (issue #39: it recreated a second time); the sync is still
+    gated by the hook."""
     app = csa_app
     _write_native(app, raycluster())
     objs, _, plan = app.render()
@@ -82,7 +87,7 @@ def test_opted_in_and_native_recreate_replace_the_pods_once(csa_app: App):
     head = next(p for p in first if p["metadata"]["labels"]["ray.io/node-type"] == "head")
     assert NATIVE_HASH in head["metadata"]["annotations"]  # the operator armed its own Recreate
 
-    _write_native(app, raycluster(image="rayproject/ray:2.42.0"))
+    _write_native(app, raycluster(image="rayproject/ray:2.42.0"), headServiceAnnotations={"example.com/lb": "internal"})
     objs, _, plan = app.render()
     res = app.presync(plan)
     assert json.loads(res.stdout)["summary"]["recreated"] == 1, res.stderr
@@ -95,3 +100,5 @@ def test_opted_in_and_native_recreate_replace_the_pods_once(csa_app: App):
     time.sleep(10)
     assert {p["metadata"]["uid"] for p in app.pods() if not p["metadata"].get("deletionTimestamp")} == seen
     assert len(app.events("RecreateStarted")) == 1
+    assert not [e for e in app.plane.kubectl_json("get", "events", "-n", app.ns)["items"]
+                if e["reason"] == "DeletedPod" and "upgradeStrategy" in (e.get("message") or "")]
