@@ -33,14 +33,14 @@ def knows_upgrade_strategy(version: str) -> bool:
     return version_tuple(version)[:2] >= version_tuple(FIRST_VERSION)
 
 
-def _mute_template(group: Any) -> dict[str, Any]:
+def _mute_template(group: Any, mute_pod_keys: bool) -> dict[str, Any]:
     """Drop what the operator mutes from a group's pod template; return the template's
     annotations, taken out (see :func:`hash_input`)."""
     if not isinstance(group, dict) or not isinstance(group.get("template"), dict):
         return {}
     template = group["template"]
     pod_spec = template.get("spec")
-    if isinstance(pod_spec, dict):
+    if isinstance(pod_spec, dict) and mute_pod_keys:
         for key in _MUTED_POD_KEYS:
             pod_spec.pop(key, None)
     meta = template.get("metadata")
@@ -48,24 +48,43 @@ def _mute_template(group: Any) -> dict[str, Any]:
     return dict(annotations) if isinstance(annotations, dict) else {}
 
 
-def hash_input(spec: Any) -> tuple[Any, list[dict[str, Any]]]:
-    """What the operator's hash sees of a RayCluster ``spec``, comparable by ``==``.
-
-    The canonical tree (raygitops' h1 form: quantities by value, empties dropped) ignores
-    ``raygitops.dev/*`` annotations, but the operator does not: the pod templates'
-    annotations are returned apart, whole, so a ``raygitops.dev/template-hash`` that render
-    changed still counts as the change it is to the operator."""
+def _muted(spec: Any, kuberay_version: str | None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The spec as ``GenerateHashWithoutReplicasAndWorkersToDelete`` of that version hashes it
+    (CRD defaults stripped), its templates' annotations taken out; 1.5's (RayService only)
+    mutes only the scaling fields, 1.6's also the templates' tolerations and schedulingGates,
+    and ``upgradeStrategy``."""
+    since_1_6 = kuberay_version is None or knows_upgrade_strategy(kuberay_version)
     spec = strip_defaults(copy.deepcopy(spec)) if isinstance(spec, dict) else {}
-    spec.pop("upgradeStrategy", None)
-    annotations = [_mute_template(spec.get("headGroupSpec"))]
+    if since_1_6:
+        spec.pop("upgradeStrategy", None)
+    annotations = [_mute_template(spec.get("headGroupSpec"), since_1_6)]
     for group in spec.get("workerGroupSpecs") or []:
         if isinstance(group, dict):
             for key in _MUTED_WORKER_KEYS:
                 group.pop(key, None)
             if isinstance(group.get("scaleStrategy"), dict):
                 group["scaleStrategy"].pop("workersToDelete", None)
-        annotations.append(_mute_template(group))
-    return normalize(spec), annotations
+        annotations.append(_mute_template(group, since_1_6))
+    return spec, annotations
+
+
+def hash_input(spec: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """What the operator's hash sees of a RayCluster ``spec``, comparable by ``==``.
+
+    The canonical tree (raygitops' form: quantities by value, empties dropped) ignores
+    ``raygitops.dev/*`` annotations, but the operator does not: the pod templates'
+    annotations are returned apart, whole, so a ``raygitops.dev/template-hash`` that render
+    changed still counts as the change it is to the operator."""
+    muted, annotations = _muted(spec, FIRST_VERSION)
+    return normalize(muted), annotations
+
+
+def service_hash_input(spec: Any, kuberay_version: str | None) -> tuple[Any, list[dict[str, Any]]]:
+    """What a RayService's hash of its ``rayClusterConfig`` sees (KubeRay ``kuberay_version``:
+    1.5's ``generateHashWithoutReplicasAndWorkersToDelete`` of rayservice_controller.go, 1.6's
+    of utils/util.go), comparable by ``==``."""
+    muted, annotations = _muted(spec, kuberay_version)
+    return normalize(muted), annotations
 
 
 def spec_hash_changes(base_spec: Any, head_spec: Any) -> bool:

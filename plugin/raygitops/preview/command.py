@@ -21,8 +21,10 @@ from raygitops.errors import RaygitopsError
 from raygitops.model import operators
 
 EXIT_RECREATE = 3
-# --fail-on names: the impact classes but "unchanged"; "recreate" covers KubeRay's native one
-FAIL_CLASSES = ("recreate", "replace", "native-recreate", "delete", "stale", "create", "in-place")
+# --fail-on names: the impact classes but "unchanged" (RayClusters', RayServices' and RayJobs');
+# "recreate" covers KubeRay's native one and a RayService's new cluster
+FAIL_CLASSES = ("recreate", "replace", "native-recreate", "new-cluster", "next-cluster", "delete", "stale", "create",
+                "in-place")
 
 
 def fail_classes(text: str | None, exit_code: bool) -> set[str]:
@@ -36,7 +38,7 @@ def fail_classes(text: str | None, exit_code: bool) -> set[str]:
     if exit_code:
         names |= {"recreate", "replace"}  # pods restart either way
     if "recreate" in names:
-        names.add("native-recreate")
+        names |= {"native-recreate", "new-cluster"}
     return names
 
 

@@ -15,6 +15,9 @@ Classes, one per RayCluster matched by namespace/name:
 - ``in-place``  — only fields outside the hash changed (replicas, autoscaling bounds, labels,
   a quantity written another way, a worker group added or removed …);
 - ``create`` / ``delete`` / ``unchanged``.
+
+RayServices and RayJobs get a class of their own (:mod:`raygitops.preview.workloads`): what
+KubeRay does with their change (``new-cluster``, ``in-place``, ``stale``, ``next-cluster``).
 """
 
 from __future__ import annotations
@@ -28,9 +31,11 @@ from raygitops.model.hashing import GroupHashes
 from raygitops.model.names import HOOK_LABEL, NATIVE_HASH_ANNOTATION
 from raygitops.model.objmeta import annotations
 from raygitops.model.pods import PodCount, pods_of
+from raygitops.preview import workloads
 from raygitops.preview.changes import DEFAULT_MASKING, FieldChange, Masking, field_changes
 from raygitops.render.renderer import RenderedCluster, RenderResult, is_raycluster
 from raygitops.model.strategy import REPLACE_GROUPS, opted_in
+from raygitops.model.workloads import NEW_CLUSTER
 
 RECREATE_CLASS = "recreate"
 REPLACE_CLASS = "replace"
@@ -139,6 +144,7 @@ class Report:
     clusters: list[ClusterImpact]
     others: list[KindCount]
     notes: list[str] = field(default_factory=list)
+    workloads: list[workloads.WorkloadImpact] = field(default_factory=list)  # RayServices and RayJobs
 
     def by_class(self, klass: str) -> list[ClusterImpact]:
         return [c for c in self.clusters if c.klass == klass]
@@ -158,6 +164,9 @@ class Report:
         """Clusters whose pods this merge replaces, by the hook or by the operator."""
         return self.count(RECREATE_CLASS) + self.count(NATIVE_CLASS)
 
+    def workloads_of(self, klass: str) -> list[workloads.WorkloadImpact]:
+        return [w for w in self.workloads if w.klass == klass]
+
     @property
     def changed(self) -> list[ClusterImpact]:
         return [c for c in self.clusters if c.klass != UNCHANGED]
@@ -166,22 +175,23 @@ class Report:
     def verdict(self) -> str:
         """``recreate``, ``replace``, ``delete``, ``stale``, ``changes`` or ``none``: the most serious thing
         the merge does to pods (a deleted or stale cluster is never "changes")."""
-        if self.recreated:
+        if self.recreated or self.workloads_of(NEW_CLUSTER):  # a RayService's new cluster replaces its pods
             return "recreate"
         if self.count(REPLACE_CLASS):
             return "replace"
         if self.count(DELETE):
             return "delete"
-        if self.count(STALE):
+        if self.count(STALE) or self.workloads_of(STALE):
             return "stale"
         if self.changed or any(k.created or k.changed or k.deleted for k in self.others):
             return "changes"
         return "none"
 
     def fails(self, classes: Iterable[str]) -> bool:
-        """Whether a cluster of one of ``classes`` is in the report (``--fail-on``)."""
+        """Whether a cluster, RayService or RayJob of one of ``classes`` is in the report
+        (``--fail-on``)."""
         wanted = set(classes)
-        return any(c.klass in wanted for c in self.clusters)
+        return any(c.klass in wanted for c in self.clusters) or any(w.klass in wanted for w in self.workloads)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -466,6 +476,14 @@ def _masking(result: RenderResult | None) -> Masking:
     return Masking(tuple(settings.mask_names), tuple(settings.unmask_names))
 
 
+def _version(base: RenderResult | None, head: RenderResult | None) -> str | None:
+    """The KubeRay the app targets (head's kuberayVersion, else base's; None: the newest)."""
+    for result in (head, base):
+        if result is not None and result.settings is not None and result.settings.kuberay_version:
+            return result.settings.kuberay_version
+    return None
+
+
 def classify(base: RenderResult | None, head: RenderResult | None) -> Report:
     """Compare two renders of an app (None: the app does not exist on that side)."""
     old, new = _cluster_index(base), _cluster_index(head)
@@ -484,4 +502,6 @@ def classify(base: RenderResult | None, head: RenderResult | None) -> Report:
     untracked = sorted({u for cluster, _ in new.values() for u in cluster.untracked})
     notes = [f"not tracked: {', '.join(untracked)} (read by pods but not rendered by the app: "
              "a change to it recreates nothing)"] if untracked else []
-    return Report(impacts, _other_counts(base, head), notes)
+    default_ns = (head or base).default_namespace if (head or base) is not None else None
+    owned = workloads.classify(_app_objects(base), _app_objects(head), _version(base, head), default_ns)
+    return Report(impacts, _other_counts(base, head), notes, owned)

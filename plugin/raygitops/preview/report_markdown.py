@@ -130,6 +130,7 @@ def render(report: Report, base: Any, head: Any, *, budget: int = DEFAULT_BUDGET
     tail: list[str] = []
     if unchanged:
         tail.append(f"{plural(unchanged, 'RayCluster')} unchanged.")
+    owned = [w for w in report.workloads if w.klass != UNCHANGED]
     if report.others:
         tail.append(f"Other objects (counted, not detailed): {others_line(report)}.")
 
@@ -140,6 +141,12 @@ def render(report: Report, base: Any, head: Any, *, budget: int = DEFAULT_BUDGET
             lines += table_rows
             if folded:
                 lines.append(f"| {folded} | | | |")
+            lines.append("")
+        if owned:
+            lines += [f"| RayService / RayJob | What KubeRay {owned[0].kuberay} does | Pods of its new cluster | Why |",
+                      "|---|---|---|---|"]
+            lines += [f"| {w.kind} {_code(w.key)} | {w.klass} | {'—' if w.pods.is_zero else w.pods} | "
+                      f"{_text('; '.join([w.reason, *w.notes]))} |" for w in owned]
             lines.append("")
         if tail:
             lines.append(" ".join(tail))

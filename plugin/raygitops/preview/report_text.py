@@ -18,7 +18,7 @@ from raygitops.preview.impact import (
     UNCHANGED,
     Report,
 )
-from raygitops.preview.wording import change_kind, others_line, plural, pods, value, verdict
+from raygitops.preview.wording import change_kind, others_line, plural, pods, value, verdict, workload_line
 
 COLOURS = {RECREATE_CLASS: "red", REPLACE_CLASS: "blue", NATIVE_CLASS: "red", STALE: "yellow", IN_PLACE: "cyan", CREATE: "green",
            DELETE: "magenta", UNCHANGED: None}
@@ -61,6 +61,14 @@ def render(report: Report, base: Any, head: Any, *, color: bool = False) -> str:
     if unchanged:
         out.append("")
         out.append(f"{plural(unchanged, 'RayCluster')} unchanged.")
+    owned = [w for w in report.workloads if w.klass != UNCHANGED]
+    if owned:
+        out.append("")
+        out.append(style(f"RayServices and RayJobs (what KubeRay {owned[0].kuberay} does with the change):", bold=True))
+        for w in owned:
+            out.append(f"  {workload_line(w)}")
+            for note in w.notes:
+                out.append(f"    note: {note}")
     if report.others:
         out.append(f"Other objects: {others_line(report)}")
     for c in changed:

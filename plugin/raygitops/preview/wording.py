@@ -14,9 +14,12 @@ from raygitops.preview.impact import (
     RECREATE_CLASS,
     REPLACE_CLASS,
     STALE,
+    UNCHANGED,
     PodCount,
     Report,
 )
+from raygitops.model.pods import total
+from raygitops.model.workloads import NEW_CLUSTER
 
 
 def plural(n: int, word: str) -> str:
@@ -47,6 +50,14 @@ def verdict(report: Report) -> str:
     if stale:
         serious.append(f"leaves {plural(stale, 'RayCluster')} stale ({pods(report.pods(STALE))} keep the old "
                        "template)")
+    rolled = report.workloads_of(NEW_CLUSTER)
+    if rolled:
+        serious.append(f"makes KubeRay move {plural(len(rolled), 'RayService')} to a new cluster "
+                       f"({pods(total(w.pods for w in rolled))} created, the old ones deleted)")
+    stale_owned = report.workloads_of(STALE)
+    if stale_owned:
+        serious.append(f"leaves {plural(len(stale_owned), 'RayService')} stale (KubeRay neither updates nor "
+                       f"replaces {'its cluster' if len(stale_owned) == 1 else 'their clusters'})")
     if serious:
         return "This merge " + ", ".join(serious[:-1]) + (" and " if len(serious) > 1 else "") + serious[-1]
     parts = []
@@ -54,6 +65,10 @@ def verdict(report: Report) -> str:
         n = report.count(klass)
         if n:
             parts.append(f"{plural(n, 'RayCluster')} {words}" if not parts else f"{n} {words}")
+    owned = [w for w in report.workloads if w.klass != UNCHANGED]
+    if owned:
+        parts.append(f"{plural(len(owned), 'RayService or RayJob')} changed" if not parts else f"{len(owned)} "
+                     "RayServices or RayJobs changed")
     others = sum(k.created + k.changed + k.deleted for k in report.others)
     if others:
         parts.append(f"{plural(others, 'other object')} changed")
@@ -91,3 +106,9 @@ def others_line(report: Report) -> str:
                                         (k.deleted, "deleted")) if n]
         parts.append(f"{k.kind}: {', '.join(bits)}")
     return "; ".join(parts)
+
+
+def workload_line(w: Any) -> str:
+    """``RayService ml/serve: new-cluster (8 pods): <reason>``."""
+    count = "" if w.pods.is_zero else f" ({pods(w.pods)})"
+    return f"{w.kind} {w.key}: {w.klass}{count}: {w.reason}"

@@ -173,11 +173,13 @@ def _check_schema(spec: dict[str, Any], kuberay_version: str | None, doc: Docume
     return found.warnings
 
 
-def _check_operator_accepts(obj: dict[str, Any], kuberay_version: str | None) -> None:
+def _check_operator_accepts(obj: dict[str, Any], kuberay_version: str | None, kind: str = "RayCluster") -> None:
     """What the target operator's own validation refuses (it then builds no pods and stops
-    reconciling the cluster) is an error here, naming its rule and line."""
+    reconciling the cluster) is an error here, naming its rule and line; for a RayJob or a
+    RayService, of the cluster spec it embeds."""
     port = validation.port_for(kuberay_version)
-    refused = port and validation.refusal(obj["spec"], annotations(obj), labels(obj), port)
+    spec = obj.get("spec") if kind == "RayCluster" else (obj.get("spec") or {}).get(strategy.EMBEDDED_SPEC[kind])
+    refused = port and isinstance(spec, dict) and validation.refusal(spec, annotations(obj), labels(obj), port, kind)
     if refused:
         raise RaygitopsError(str(refused))
 
@@ -402,6 +404,8 @@ class Render:
                     self.result.clusters.append(cluster)
             elif group == "ray.io" and kind in strategy.EMBEDDED_SPEC:
                 strategy.check_embedded_opt_in(obj)
+                if self._settings.validate_schema:
+                    _check_operator_accepts(obj, self._settings.kuberay_version, kind)
             _check_accepted(group, kind, obj)
         except RaygitopsError as err:
             raise err.located(doc.path, doc.line) from None

@@ -67,9 +67,10 @@ class Refusal:
     function: str
     line: int
     message: str
+    kind: str = "RayCluster"  # a RayJob's or RayService's cluster spec is checked alike
 
     def __str__(self) -> str:
-        return (f"KubeRay {self.tag} refuses this RayCluster: {self.message} "
+        return (f"KubeRay {self.tag} refuses this {self.kind}: {self.message} "
                 f"({self.function}, {FILE}:{self.line} at {self.tag})")
 
 
@@ -106,12 +107,17 @@ def _defaulted(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def refusal(spec: dict[str, Any], annotations: dict[str, Any], labels: dict[str, Any],
-            port: Port) -> Refusal | None:
-    """The first check of ``port`` the RayCluster fails, as the operator would report it."""
+            port: Port, kind: str = "RayCluster") -> Refusal | None:
+    """The first check of ``port`` the RayCluster spec fails, as the operator would report it
+    (``kind``: a RayJob or RayService whose embedded cluster spec it is: ValidateRayJobSpec and
+    ValidateRayServiceSpec run ValidateRayClusterSpec on it with the owner's annotations, and
+    the cluster they make carries ``ray.io/originated-from-crd``)."""
+    if kind != "RayCluster":
+        labels = {**labels, "ray.io/originated-from-crd": kind}
     cluster = Cluster(_defaulted(spec), annotations, labels, port.gates)
 
     def found(check: Check, message: str | None) -> Refusal | None:
-        return None if message is None else Refusal(port.tag, check.function, check.line, message)
+        return None if message is None else Refusal(port.tag, check.function, check.line, message, kind)
 
     for step in port.steps:
         if isinstance(step, Head):
