@@ -176,3 +176,35 @@ def test_documented_table_is_what_raygitops_predicts() -> None:
             wrong.append(f"{key} on {operator}: documented {cell}, raygitops says {predicted}")
     assert not wrong, "\n".join(wrong)
     assert {s.key for s in podoracle.SAMPLES} == {k for k, _ in documented}
+
+
+def _impact(s: podoracle.Sample, version: str | None):
+    import yaml
+
+    from raygitops.preview.impact import classify
+    from raygitops.render.renderer import render_documents
+    from raygitops.sources.settings import Settings
+    from raygitops.sources.yamlio import load_documents
+
+    settings = Settings(kuberay_version=version)
+    docs = [podoracle.cluster("c", s.context, change) for change in (None, s)]
+    (impact,) = classify(*[render_documents(load_documents(yaml.safe_dump(d), "c.yaml"), settings, "ns")
+                          for d in docs]).clusters
+    return impact
+
+
+def test_the_preview_says_which_version_answers_otherwise() -> None:
+    """The issue's table: a change whose answer depends on the operator version is noted with
+    what the other known version does; one that does not, is not."""
+    probes = podoracle.sample("rayVersion | 2.52.0 → 2.53.0 | plain")
+    newest = _impact(probes, None)
+    assert newest.klass == "stale" and "on KubeRay 1.5 (not the target): no group's pods change" in newest.notes
+    older = _impact(probes, "1.5")
+    assert older.klass == "in-place"
+    assert "on KubeRay 1.6 (not the target): the pods of head, worker:a, worker:b change" in older.notes
+    idle = _impact(podoracle.sample("workerGroupSpecs[].idleTimeoutSeconds | 60 | plain"), "1.5.0")
+    (note,) = [n for n in idle.notes if "1.6" in n]
+    assert note.startswith("on KubeRay 1.6 (not the target) the operator refuses this RayCluster: worker group a: "
+                           "idleTimeoutSeconds is set") and note.endswith("validation.go:750 at v1.6.2)")
+    image = _impact(podoracle.sample("template: image | another image (group a) | plain"), None)
+    assert not [n for n in image.notes if "not the target" in n]

@@ -26,10 +26,10 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from raygitops.model import configrefs, jobs, pods, verdict
-from raygitops.model.hashing import GroupHashes
+from raygitops.model import configrefs, jobs, podrules, pods, validation, verdict
+from raygitops.model.hashing import GroupHashes, HashRules, hash_cluster
 from raygitops.model.names import HOOK_LABEL, NATIVE_HASH_ANNOTATION
-from raygitops.model.objmeta import annotations
+from raygitops.model.objmeta import annotations, labels
 from raygitops.model.pods import PodCount, pods_of
 from raygitops.preview import workloads
 from raygitops.preview.changes import DEFAULT_MASKING, FieldChange, Masking, field_changes
@@ -368,7 +368,34 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
         impact.running_jobs = plan_h.jobs_policy
         impact.notes.append(jobs.outlook(plan_h.jobs_policy, jobs.NOT_ASKED_YET, 0.0))
     _notes(impact, plan_b, plan_h)
+    impact.notes += _other_versions(base, head, head_obj, {g.group for g in changed})
     return impact
+
+
+def _other_versions(base: RenderedCluster, head: RenderedCluster, head_obj: dict[str, Any],
+                    changed: set[str]) -> list[str]:
+    """Where another KubeRay line raygitops knows answers otherwise than the target (the
+    groups whose pods change, or a refusal): what it does (model/podrules.py)."""
+    rules = head.plan.rules
+    if rules.legacy:  # scheme h1: the same for every version
+        return []
+    notes = []
+    for line in podrules.RULES:
+        if line.name == rules.pods:
+            continue
+        other = HashRules(rules.ignore, line.name)
+        before = hash_cluster(base.spec, other, base.plan.pod_annotations).groups()
+        after = hash_cluster(head.spec, other, head.plan.pod_annotations).groups()
+        groups = {g for g, h in after.items() if before.get(g) not in (None, h)}
+        port = validation.port_for(line.name)
+        refused = port and validation.refusal(head.spec, annotations(head_obj), labels(head_obj), port)
+        if refused:
+            notes.append(f"on KubeRay {line.name} (not the target) the operator refuses this RayCluster: "
+                         f"{refused.message} {refused.cite()}")
+        elif groups != changed:
+            notes.append(f"on KubeRay {line.name} (not the target): "
+                         + (f"the pods of {', '.join(sorted(groups))} change" if groups else "no group's pods change"))
+    return notes
 
 
 def _what_drifted(changed: list[GroupChange], removed: list[GroupChange], article: str = "the ") -> str:

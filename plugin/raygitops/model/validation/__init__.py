@@ -69,9 +69,12 @@ class Refusal:
     message: str
     kind: str = "RayCluster"  # a RayJob's or RayService's cluster spec is checked alike
 
+    def cite(self) -> str:
+        """Where the rule stands: ``(ValidateRayClusterSpec, <file>:<line> at v1.6.2)``."""
+        return f"({self.function}, {FILE}:{self.line} at {self.tag})"
+
     def __str__(self) -> str:
-        return (f"KubeRay {self.tag} refuses this {self.kind}: {self.message} "
-                f"({self.function}, {FILE}:{self.line} at {self.tag})")
+        return f"KubeRay {self.tag} refuses this {self.kind}: {self.message} {self.cite()}"
 
 
 def _ports() -> list[Port]:
