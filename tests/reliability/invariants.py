@@ -39,7 +39,8 @@ import copy
 import json
 from typing import Any, Iterable
 
-from raygitops.model.hashing import CLUSTER_EXCLUDED, GROUP_EXCLUDED
+from raygitops.model.hashing import SCALING
+from raygitops.model.podrules import POD_ANNOTATIONS
 from raygitops.model.objmeta import annotations
 
 from reliability.recorder import Change
@@ -191,26 +192,25 @@ def leaks(values: Iterable[str], texts: dict[str, str]) -> list[str]:
 # ----------------------------------------------------------------------------- hook-only changes
 
 
-def _outside_pod_shaping(obj: dict[str, Any]) -> dict[str, Any]:
+def _outside_hook_writes(obj: dict[str, Any]) -> dict[str, Any]:
     """What the hook must never change: the object minus status, server-managed metadata,
-    raygitops.dev/* annotations, spec.suspend and the pod-shaping spec.  Worker groups are
-    keyed by name and keep only their scaling/service keys (the resume adds new groups and
+    raygitops.dev/* annotations and the annotations the pod builder reads (the resume writes
+    them), and minus the spec but for what the resume keeps from the live object: managedBy
+    and the worker groups' scaling fields (keyed by name: the resume adds new groups and
     drops removed ones, so only groups on both sides are compared: see hook_only_changes)."""
     obj = copy.deepcopy(obj)
     obj.pop("status", None)
     meta = obj.setdefault("metadata", {})
     for k in ("managedFields", "resourceVersion", "generation"):
         meta.pop(k, None)
-    meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(PREFIX)}
+    meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items()
+                           if not k.startswith(PREFIX) and k not in POD_ANNOTATIONS}
     # kubectl's last-applied-configuration is the APPLY's business, not the hook's
     meta["annotations"].pop("kubectl.kubernetes.io/last-applied-configuration", None)
     spec = obj.get("spec") or {}
-    kept = {k: v for k, v in spec.items() if k in CLUSTER_EXCLUDED and k not in
-            ("suspend", "headGroupSpec", "workerGroupSpecs")}
-    head = spec.get("headGroupSpec") or {}
-    kept["headGroupSpec"] = {k: v for k, v in head.items() if k in GROUP_EXCLUDED and k != "suspend"}
+    kept: dict[str, Any] = {k: v for k, v in spec.items() if k == "managedBy"}
     kept["workerGroupSpecs"] = {
-        g.get("groupName"): {k: v for k, v in g.items() if k in GROUP_EXCLUDED and k != "suspend"}
+        g.get("groupName"): {k: v for k, v in g.items() if k in SCALING}
         for g in spec.get("workerGroupSpecs") or [] if isinstance(g, dict)}
     obj["spec"] = kept
     return obj
@@ -225,13 +225,13 @@ def hook_only_changes(before: Iterable[dict[str, Any]], after: Iterable[dict[str
         if new is None:
             bad.append(f"{key(old)} disappeared")
             continue
-        a, b = _outside_pod_shaping(old), _outside_pod_shaping(new)
+        a, b = _outside_hook_writes(old), _outside_hook_writes(new)
         wa, wb = a["spec"].pop("workerGroupSpecs"), b["spec"].pop("workerGroupSpecs")
         for name in set(wa) & set(wb):
             if wa[name] != wb[name]:
                 bad.append(f"{key(old)}: worker group {name} scaling fields changed: {wa[name]} -> {wb[name]}")
         if a != b:
-            bad.append(f"{key(old)}: fields outside the pod-shaping spec changed: {_diff(a, b)}")
+            bad.append(f"{key(old)}: fields the hook keeps changed: {_diff(a, b)}")
     return bad
 
 
