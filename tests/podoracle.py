@@ -260,6 +260,7 @@ SAMPLES: list[Sample] = [
     # --- a worker group
     _s(W + "groupName", "a → c", "plain", _set(_a, "groupName", "c")),
     _s(W + "idleTimeoutSeconds", "60", "plain", _set(_a, "idleTimeoutSeconds", 60)),
+    _s(W + "idleTimeoutSeconds", "60", "autoscaler", _set(_a, "idleTimeoutSeconds", 60)),
     _s(W + "idleTimeoutSeconds", "60", "autoscaler v2", _set(_a, "idleTimeoutSeconds", 60)),
     _s(W + "labels", "team: ml", "plain", _set(_a, "labels", {"team": "ml"})),
     _s(W + "maxReplicas", "3 → 5", "plain", _set(_a, "maxReplicas", 5)),

@@ -89,6 +89,11 @@ _FIELDS_1_5 = _fields(
     ("headServiceAnnotations", NOT_PODS, "the head Service only"),
     ("managedBy", NOT_PODS, "who reconciles the cluster (immutable: the API server refuses a change)"),
     ("rayVersion", NOT_PODS, "not read by the 1.5 pod builder"),
+    # fields of later CRDs: the 1.5 CRD prunes them (render refuses them for a 1.5 target)
+    ("authOptions.enableK8sTokenAuth", NOT_PODS, "not in the 1.5 CRD"),
+    ("authOptions.mode", NOT_PODS, "not in the 1.5 CRD"),
+    ("authOptions.secretName", NOT_PODS, "not in the 1.5 CRD"),
+    ("upgradeStrategy.type", NOT_PODS, "not in the 1.5 CRD"),
     ("suspend", COUNT, "no pods while suspended"),
     (f"{HEAD}.enableIngress", NOT_PODS, "the Ingress only"),
     (f"{HEAD}.headService.apiVersion", NOT_PODS, "the head Service only"),
@@ -115,6 +120,7 @@ _FIELDS_1_5 = _fields(
 )
 
 _FIELDS_1_6 = {
+    **_FIELDS_1_5,
     **_fields(
         ("authOptions.enableK8sTokenAuth", PODS, "token auth env, volume and mount on every pod (configureTokenAuth)"),
         ("authOptions.mode", PODS, "token: RAY_AUTH_MODE and the token on every pod (configureTokenAuth)"),
@@ -123,7 +129,6 @@ _FIELDS_1_6 = {
                              "none (supportsUnifiedHealthCheck)"),
         ("upgradeStrategy.type", NOT_PODS, "whether the operator recreates the pods, not what they are"),
     ),
-    **{k: v for k, v in _FIELDS_1_5.items() if k != "rayVersion"},
 }
 
 

@@ -52,6 +52,14 @@ class EachWorker:
 Step = Union[Check, Head, EachWorker]
 
 
+def group_checks(resources: int, labels_in_params: int, label_syntax: int) -> tuple[Check, ...]:
+    """``validateRayGroupResources`` and ``validateRayGroupLabels`` (run for the head and each
+    worker group alike), at their lines of a tag."""
+    return (Check("validateRayGroupResources", resources, checks.group_resources),
+            Check("validateRayGroupLabels", labels_in_params, checks.group_labels_in_params),
+            Check("validateRayGroupLabels", label_syntax, checks.group_label_syntax))
+
+
 @dataclass(frozen=True)
 class Port:
     """The validation of one operator tag."""

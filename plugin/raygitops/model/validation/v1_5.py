@@ -5,27 +5,18 @@ only: a suspended worker group needs RayJobDeletionPolicy, off)."""
 
 from __future__ import annotations
 
-from raygitops.model.validation import Check, EachWorker, Head, Port
+from raygitops.model.validation import Check, EachWorker, Head, Port, group_checks
 from raygitops.model.validation import checks as c
 
 SPEC = "ValidateRayClusterSpec"
+GROUP = group_checks(resources=46, labels_in_params=54, label_syntax=63)
 
 PORT = Port(
     tag="v1.5.0",
     gates=frozenset({"RayClusterStatusConditions"}),
     steps=(
-        Head((
-            Check(SPEC, 85, c.head_has_container),
-            Check("validateRayGroupResources", 46, c.group_resources),
-            Check("validateRayGroupLabels", 54, c.group_labels_in_params),
-            Check("validateRayGroupLabels", 63, c.group_label_syntax),
-        )),
-        EachWorker((
-            Check(SPEC, 97, c.worker_has_container),
-            Check("validateRayGroupResources", 46, c.group_resources),
-            Check("validateRayGroupLabels", 54, c.group_labels_in_params),
-            Check("validateRayGroupLabels", 63, c.group_label_syntax),
-        )),
+        Head((Check(SPEC, 85, c.head_has_container), *GROUP)),
+        EachWorker((Check(SPEC, 97, c.worker_has_container), *GROUP)),
         Check(SPEC, 109, c.ft_annotation_and_options),
         Check(SPEC, 115, c.redis_address_without_ft),
         Check(SPEC, 124, c.ft_redis_password_param),

@@ -8,29 +8,23 @@ stored cluster (the CRD defaults both) and is left out."""
 
 from __future__ import annotations
 
-from raygitops.model.validation import Check, EachWorker, Head, Port
+from raygitops.model.validation import Check, EachWorker, Head, Port, group_checks
 from raygitops.model.validation import checks as c
 
 SPEC = "ValidateRayClusterSpec"
+GROUP = group_checks(resources=65, labels_in_params=73, label_syntax=82)
 
 PORT = Port(
     tag="v1.6.2",
     gates=frozenset({"RayClusterStatusConditions", "RayJobDeletionPolicy", "RayMultiHostIndexing"}),
     steps=(
-        Head((
-            Check(SPEC, 104, c.head_has_container),
-            Check("validateRayGroupResources", 65, c.group_resources),
-            Check("validateRayGroupLabels", 73, c.group_labels_in_params),
-            Check("validateRayGroupLabels", 82, c.group_label_syntax),
-        )),
+        Head((Check(SPEC, 104, c.head_has_container), *GROUP)),
         EachWorker((
             Check(SPEC, 119, c.worker_has_container),
             Check(SPEC, 128, c.replicas_not_negative_min),
             Check(SPEC, 131, c.replicas_not_negative_max),
             Check(SPEC, 135, c.replicas_ordered),
-            Check("validateRayGroupResources", 65, c.group_resources),
-            Check("validateRayGroupLabels", 73, c.group_labels_in_params),
-            Check("validateRayGroupLabels", 82, c.group_label_syntax),
+            *GROUP,
             Check("validateWorkerGroupIdleTimeout", 737, c.idle_timeout_not_negative),
             Check("validateWorkerGroupIdleTimeout", 750, c.idle_timeout_needs_v2),
         )),
