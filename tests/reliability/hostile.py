@@ -490,6 +490,9 @@ def catalog() -> list[Case]:
                          "    upgradeStrategy: {type: Recreate}\n",
         "rayjob-cluster-spec-list": "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: j}\nspec: {rayClusterSpec: [1]}\n",
         "rayservice-weird": "apiVersion: ray.io/v1\nkind: RayService\nmetadata: {name: s}\nspec: [1]\n",
+        "rayservice-groups-int": "apiVersion: ray.io/v1\nkind: RayService\nmetadata: {name: s}\n"
+                                 "spec: {rayClusterConfig: {headGroupSpec: 7, workerGroupSpecs: 5}}\n",
+        "rayjob-cluster-list": "apiVersion: ray.io/v1\nkind: RayJob\nmetadata: {name: j}\nspec: {rayClusterSpec: [1]}\n",
         "apiversion-int": "apiVersion: 1\nkind: RayCluster\nmetadata: {name: c}\n",
         "kind-map": "apiVersion: v1\nkind: {a: 1}\nmetadata: {name: c}\n",
         "metadata-list": "apiVersion: v1\nkind: ConfigMap\nmetadata: [name, c]\n",

@@ -28,6 +28,10 @@ def test_hook_only_changes_allows_what_the_hook_may_change() -> None:
     after["spec"]["workerGroupSpecs"][0]["template"]["metadata"] = {"annotations": {inv.HASH: "h1-x"}}
     after["spec"]["workerGroupSpecs"].append({"groupName": "new", "replicas": 3, "template": {}})
     after["metadata"]["annotations"][inv.LOCK] = "{}"
+    # the resume writes the whole desired spec, and the annotations the pod builder reads
+    after["spec"].update(headServiceAnnotations={}, upgradeStrategy={"type": "None"})
+    after["spec"]["headGroupSpec"].update(serviceType="NodePort")
+    after["metadata"]["annotations"]["ray.io/ft-enabled"] = "true"
     after["metadata"].update(resourceVersion="9", generation=3, managedFields=[])
     after["status"] = {"state": "suspended"}
     assert inv.hook_only_changes([before], [after]) == []
@@ -39,10 +43,9 @@ def test_hook_only_changes_catches_everything_else() -> None:
         "foreign annotation": lambda o: o["metadata"]["annotations"].pop("example.com/x"),
         "replicas": lambda o: o["spec"]["workerGroupSpecs"][0].update(replicas=5),
         "maxReplicas": lambda o: o["spec"]["workerGroupSpecs"][0].update(maxReplicas=9),
-        "headServiceAnnotations": lambda o: o["spec"].update(headServiceAnnotations={}),
-        "upgradeStrategy": lambda o: o["spec"].update(upgradeStrategy={"type": "None"}),
+        "managedBy": lambda o: o["spec"].update(managedBy="kueue.x-k8s.io/multikueue"),
+        "scaleStrategy": lambda o: o["spec"]["workerGroupSpecs"][0].update(scaleStrategy={"workersToDelete": ["p"]}),
         "ownerReferences": lambda o: o["metadata"].update(ownerReferences=[{"kind": "RayJob"}]),
-        "head serviceType": lambda o: o["spec"]["headGroupSpec"].update(serviceType="NodePort"),
     }
     for what, edit in edits.items():
         before = live()

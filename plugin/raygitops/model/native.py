@@ -58,7 +58,8 @@ def _muted(spec: Any, kuberay_version: str | None) -> tuple[dict[str, Any], list
     if since_1_6:
         spec.pop("upgradeStrategy", None)
     annotations = [_mute_template(spec.get("headGroupSpec"), since_1_6)]
-    for group in spec.get("workerGroupSpecs") or []:
+    groups = spec.get("workerGroupSpecs")
+    for group in groups if isinstance(groups, list) else []:
         if isinstance(group, dict):
             for key in _MUTED_WORKER_KEYS:
                 group.pop(key, None)

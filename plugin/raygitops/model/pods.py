@@ -112,8 +112,9 @@ def autoscaling(spec: dict[str, Any]) -> bool:
 
 def worker_groups(spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The worker groups of a spec by ``groupName``."""
-    return {g["groupName"]: g for g in spec.get("workerGroupSpecs") or []
-            if isinstance(g, dict) and isinstance(g.get("groupName"), str)}
+    groups = spec.get("workerGroupSpecs")
+    return {g["groupName"]: g for g in groups if isinstance(g, dict) and isinstance(g.get("groupName"), str)} \
+        if isinstance(groups, list) else {}
 
 
 def pods_of(spec: dict[str, Any], groups: Iterable[str] | None = None) -> PodCount:

@@ -57,14 +57,19 @@ def _spec(obj: dict[str, Any]) -> dict[str, Any]:
     return _mapping(obj.get("spec"))
 
 
+def _worker_groups(cluster_spec: dict[str, Any]) -> list[Any]:
+    groups = cluster_spec.get("workerGroupSpecs")
+    return groups if isinstance(groups, list) else []
+
+
 def _first_groups(cluster_spec: dict[str, Any], count: int) -> dict[str, Any]:
     out = dict(cluster_spec)
-    out["workerGroupSpecs"] = list(cluster_spec.get("workerGroupSpecs") or [])[:count]
+    out["workerGroupSpecs"] = _worker_groups(cluster_spec)[:count]
     return out
 
 
 def _groups(cluster_spec: dict[str, Any]) -> list[str]:
-    return [str(g.get("groupName")) for g in cluster_spec.get("workerGroupSpecs") or [] if isinstance(g, dict)]
+    return [str(g.get("groupName")) for g in _worker_groups(cluster_spec) if isinstance(g, dict)]
 
 
 def rayservice(base: dict[str, Any], head: dict[str, Any], kuberay_version: str | None) -> Prediction:

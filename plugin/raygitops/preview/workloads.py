@@ -51,7 +51,8 @@ def _index(objects: list[dict[str, Any]], default_namespace: str | None) -> dict
 
 
 def _cluster_spec(obj: dict[str, Any]) -> dict[str, Any]:
-    value = (obj.get("spec") or {}).get(EMBEDDED_SPEC[obj["kind"]])
+    spec = obj.get("spec")
+    value = spec.get(EMBEDDED_SPEC[obj["kind"]]) if isinstance(spec, dict) else None
     return value if isinstance(value, dict) else {}
 
 

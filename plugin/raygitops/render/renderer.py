@@ -178,7 +178,9 @@ def _check_operator_accepts(obj: dict[str, Any], kuberay_version: str | None, ki
     reconciling the cluster) is an error here, naming its rule and line; for a RayJob or a
     RayService, of the cluster spec it embeds."""
     port = validation.port_for(kuberay_version)
-    spec = obj.get("spec") if kind == "RayCluster" else (obj.get("spec") or {}).get(strategy.EMBEDDED_SPEC[kind])
+    spec = obj.get("spec")
+    if kind != "RayCluster":
+        spec = spec.get(strategy.EMBEDDED_SPEC[kind]) if isinstance(spec, dict) else None
     refused = port and isinstance(spec, dict) and validation.refusal(spec, annotations(obj), labels(obj), port, kind)
     if refused:
         raise RaygitopsError(str(refused))

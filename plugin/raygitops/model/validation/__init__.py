@@ -105,12 +105,11 @@ def _defaulted(spec: dict[str, Any]) -> dict[str, Any]:
     """The spec as the operator reads it: the API server's defaults for the fields the checks
     read, and setDefaults (an absent rayStartParams is {})."""
     spec = copy.deepcopy(spec)
-    groups = [spec.get("headGroupSpec")] + list(spec.get("workerGroupSpecs") or [])
-    for group in groups:
-        if isinstance(group, dict):
-            if group.get("rayStartParams") is None:
-                group["rayStartParams"] = {}
-    for group in spec.get("workerGroupSpecs") or []:
+    workers = spec.get("workerGroupSpecs") if isinstance(spec.get("workerGroupSpecs"), list) else []
+    for group in [spec.get("headGroupSpec"), *workers]:
+        if isinstance(group, dict) and group.get("rayStartParams") is None:
+            group["rayStartParams"] = {}
+    for group in workers:
         if isinstance(group, dict):
             group.setdefault("minReplicas", 0)
             group.setdefault("maxReplicas", 2147483647)
