@@ -17,6 +17,7 @@ Pods stamped h1 elsewhere are compared by spec, never recreated for the scheme.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import hashlib
 import json
 import re
@@ -55,11 +56,7 @@ class HashRules:
     legacy: bool = False
 
     def tag(self) -> str:
-        if self.legacy:
-            digest = hashlib.sha256(json.dumps(sorted(set(self.ignore))).encode()).hexdigest()[:6]
-            return f"h2.{digest}"
-        digest = hashlib.sha256(json.dumps([self.pods, sorted(set(self.ignore))]).encode()).hexdigest()[:6]
-        return f"{SCHEME}.{digest}"
+        return _tag(self.ignore, self.pods, self.legacy)
 
     def ignored(self, key: Any) -> bool:
         return isinstance(key, str) and any(fnmatch.fnmatchcase(key, pattern) for pattern in self.ignore)
@@ -74,6 +71,14 @@ class HashRules:
 
     def as_legacy(self) -> "HashRules":
         return HashRules(self.ignore, self.pods, legacy=True)
+
+
+@functools.lru_cache(maxsize=64)
+def _tag(ignore: tuple[str, ...], pods: str, legacy: bool) -> str:
+    """HashRules.tag, made once per rules (render hashes every group of every cluster)."""
+    if legacy:
+        return "h2." + hashlib.sha256(json.dumps(sorted(set(ignore))).encode()).hexdigest()[:6]
+    return f"{SCHEME}." + hashlib.sha256(json.dumps([pods, sorted(set(ignore))]).encode()).hexdigest()[:6]
 
 
 NEWEST = HashRules()  # scheme h3 of the newest known operator, no hash.ignore

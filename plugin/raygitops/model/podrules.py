@@ -24,8 +24,8 @@ hashed whole, in every group (a newer operator's field is pod-shaping until meas
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from raygitops.model.convert import version_tuple
@@ -51,13 +51,15 @@ DEFAULT_HEAD_PORT = "6379"  # utils.DefaultGcsServerPort (GetHeadPort)
 UNIFIED_HEALTH_CHECK = (2, 53, 0)  # supportsUnifiedHealthCheck (pod.go, 1.6)
 
 
-@dataclass(frozen=True)
 class Field:
     """How one field outside the pod templates reaches the pods, and why (a pointer into the
-    operator's code, shown in docs/pod-fields.md)."""
+    operator's code, shown in docs/pod-fields.md).  Plain classes here and in the validation
+    ports: defining a dataclass costs render's start-up half a millisecond each."""
 
-    effect: str
-    why: str
+    __slots__ = ("effect", "why")
+
+    def __init__(self, effect: str, why: str) -> None:
+        self.effect, self.why = effect, why
 
 
 def _fields(*entries: tuple[str, str, str]) -> dict[str, Field]:
@@ -132,15 +134,20 @@ _FIELDS_1_6 = {
 }
 
 
-@dataclass(frozen=True)
 class PodRules:
     """One operator line's pod builder, as far as the template hash needs it."""
 
-    name: str  # the first KubeRay minor version it describes ("1.5")
-    fields: dict[str, Field]
-    unified_health_check: bool  # rayVersion >= 2.53.0 picks HTTP probes (1.6)
-    token_auth: bool  # authOptions reaches the pods (1.6)
-    measured: tuple[str, ...]  # operator versions tests/e2e/test_pod_oracle.py measured it on
+    __slots__ = ("name", "fields", "unified_health_check", "token_auth", "measured", "known")
+
+    def __init__(self, name: str, fields: dict[str, Field], *, unified_health_check: bool, token_auth: bool,
+                 measured: tuple[str, ...]) -> None:
+        self.name = name  # the first KubeRay minor version it describes ("1.5")
+        self.fields = fields
+        self.unified_health_check = unified_health_check  # rayVersion >= 2.53.0 picks HTTP probes (1.6)
+        self.token_auth = token_auth  # authOptions reaches the pods (1.6)
+        self.measured = measured  # operator versions tests/e2e/test_pod_oracle.py measured it on
+        # every path with an entry and every path above one (autoscalerOptions, headGroupSpec.headService)
+        self.known = frozenset(path.rsplit(".", depth)[0] for path in fields for depth in range(path.count(".") + 1))
 
     def effect(self, path: str) -> str:
         """The effect of the field at ``path`` (:data:`PODS` for a field it does not know)."""
@@ -157,6 +164,7 @@ RULES = (
 BY_NAME = {r.name: r for r in RULES}
 
 
+@functools.lru_cache(maxsize=32)
 def rules_for(kuberay_version: str | None) -> PodRules:
     """The rules of a KubeRay version (as :func:`raygitops.model.convert.kuberay_version`
     returns it); None: the newest known."""
@@ -204,8 +212,7 @@ def _true(value: Any) -> bool:
 
 def _known(rules: PodRules, prefix: str, key: str) -> bool:
     """Whether ``prefix + key`` (or something below it) has an entry in the rules."""
-    path = prefix + key
-    return path in rules.fields or any(p.startswith(path + ".") for p in rules.fields)
+    return prefix + key in rules.known
 
 
 def _unknown(rules: PodRules, prefix: str, mapping: dict[str, Any], skip: tuple[str, ...] = ()) -> dict[str, Any]:
@@ -268,22 +275,15 @@ def _group_input(group: dict[str, Any], prefix: str, rules: PodRules, ignored: C
     return out
 
 
-@dataclass(frozen=True)
 class _Cluster:
     """The cluster-wide facts the pod builder reads, derived once per spec."""
 
-    autoscaling: bool
-    v2: bool
-    autoscaler: dict[str, Any] | None
-    ft: bool
-    ft_options: Any
-    storage_namespace: Any
-    overwrite_cmd: bool
-    auth: dict[str, Any] | None
-    ray_version: tuple[int, ...] | None
-    head_service: Any
-    head_port: Any
-    unknown: dict[str, Any]
+    __slots__ = ("autoscaling", "v2", "autoscaler", "ft", "ft_options", "storage_namespace", "overwrite_cmd", "auth",
+                 "ray_version", "head_service", "head_port", "unknown")
+
+    def __init__(self, **facts: Any) -> None:
+        for key, value in facts.items():
+            setattr(self, key, value)
 
 
 def _cluster(spec: dict[str, Any], cluster_annotations: dict[str, Any], rules: PodRules) -> _Cluster:

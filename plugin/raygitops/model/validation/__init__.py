@@ -15,8 +15,7 @@ uses the older one, a newer one the newest, and one older than the oldest none (
 
 from __future__ import annotations
 
-import copy
-from dataclasses import dataclass
+import functools
 from typing import Any, Callable, Sequence, Union
 
 from raygitops.model.convert import version_tuple
@@ -26,27 +25,26 @@ from raygitops.model.validation.checks import Cluster
 FILE = "ray-operator/controllers/ray/utils/validation.go"
 
 
-@dataclass(frozen=True)
 class Check:
     """One check: the upstream function it belongs to and the line of its error."""
 
-    function: str
-    line: int
-    rule: Callable[..., "str | None"]
+    __slots__ = ("function", "line", "rule")
+
+    def __init__(self, function: str, line: int, rule: Callable[..., "str | None"]) -> None:
+        self.function, self.line, self.rule = function, line, rule
 
 
-@dataclass(frozen=True)
 class Head:
     """Checks of the head group, named "Head" in the operator's messages."""
 
-    checks: tuple[Check, ...]
+    __slots__ = ("checks",)
+
+    def __init__(self, checks: tuple[Check, ...]) -> None:
+        self.checks = checks
 
 
-@dataclass(frozen=True)
-class EachWorker:
+class EachWorker(Head):
     """Checks run group by group, in the order of ``workerGroupSpecs``."""
-
-    checks: tuple[Check, ...]
 
 
 Step = Union[Check, Head, EachWorker]
@@ -60,22 +58,25 @@ def group_checks(resources: int, labels_in_params: int, label_syntax: int) -> tu
             Check("validateRayGroupLabels", label_syntax, checks.group_label_syntax))
 
 
-@dataclass(frozen=True)
 class Port:
     """The validation of one operator tag."""
 
-    tag: str  # "v1.6.2"
-    gates: frozenset[str]  # feature gates on by default
-    steps: Sequence[Step]
+    __slots__ = ("tag", "gates", "steps")
+
+    def __init__(self, tag: str, gates: frozenset[str], steps: Sequence[Step]) -> None:
+        self.tag = tag  # "v1.6.2"
+        self.gates = gates  # feature gates on by default
+        self.steps = steps
 
 
-@dataclass(frozen=True)
 class Refusal:
-    tag: str
-    function: str
-    line: int
-    message: str
-    kind: str = "RayCluster"  # a RayJob's or RayService's cluster spec is checked alike
+    """The operator's refusal of a cluster: its version, rule, line and message."""
+
+    __slots__ = ("tag", "function", "line", "message", "kind")
+
+    def __init__(self, tag: str, function: str, line: int, message: str, kind: str = "RayCluster") -> None:
+        self.tag, self.function, self.line, self.message = tag, function, line, message
+        self.kind = kind  # a RayJob's or RayService's cluster spec is checked alike
 
     def cite(self) -> str:
         """Where the rule stands: ``(ValidateRayClusterSpec, <file>:<line> at v1.6.2)``."""
@@ -91,6 +92,7 @@ def _ports() -> list[Port]:
     return [v1_5.PORT, v1_6.PORT]
 
 
+@functools.lru_cache(maxsize=32)
 def port_for(kuberay_version: str | None) -> Port | None:
     """The port of a KubeRay version (None: the newest); None when older than every port."""
     ports = _ports()
@@ -101,21 +103,6 @@ def port_for(kuberay_version: str | None) -> Port | None:
     return older[-1] if older else None
 
 
-def _defaulted(spec: dict[str, Any]) -> dict[str, Any]:
-    """The spec as the operator reads it: the API server's defaults for the fields the checks
-    read, and setDefaults (an absent rayStartParams is {})."""
-    spec = copy.deepcopy(spec)
-    workers = spec.get("workerGroupSpecs") if isinstance(spec.get("workerGroupSpecs"), list) else []
-    for group in [spec.get("headGroupSpec"), *workers]:
-        if isinstance(group, dict) and group.get("rayStartParams") is None:
-            group["rayStartParams"] = {}
-    for group in workers:
-        if isinstance(group, dict):
-            group.setdefault("minReplicas", 0)
-            group.setdefault("maxReplicas", 2147483647)
-    return spec
-
-
 def refusal(spec: dict[str, Any], annotations: dict[str, Any], labels: dict[str, Any],
             port: Port, kind: str = "RayCluster") -> Refusal | None:
     """The first check of ``port`` the RayCluster spec fails, as the operator would report it
@@ -124,26 +111,27 @@ def refusal(spec: dict[str, Any], annotations: dict[str, Any], labels: dict[str,
     the cluster they make carries ``ray.io/originated-from-crd``)."""
     if kind != "RayCluster":
         labels = {**labels, "ray.io/originated-from-crd": kind}
-    cluster = Cluster(_defaulted(spec), annotations, labels, port.gates)
+    cluster = Cluster(spec, annotations, labels, port.gates)
 
-    def found(check: Check, message: str | None) -> Refusal | None:
-        return None if message is None else Refusal(port.tag, check.function, check.line, message, kind)
+    def refused(check: Check, message: str) -> Refusal:
+        return Refusal(port.tag, check.function, check.line, message, kind)
 
-    for step in port.steps:
-        if isinstance(step, Head):
-            for check in step.checks:
-                hit = found(check, check.rule(cluster, cluster.head, "Head"))
-                if hit:
-                    return hit
-        elif isinstance(step, EachWorker):
+    for step in port.steps:  # one pass, the first failing check wins (render checks every cluster)
+        if isinstance(step, EachWorker):
             for group in cluster.workers:
+                name = checks._name(group)
                 for check in step.checks:
-                    hit = found(check, check.rule(cluster, group, checks._name(group)))
-                    if hit:
-                        return hit
+                    message = check.rule(cluster, group, name)
+                    if message is not None:
+                        return refused(check, message)
+        elif isinstance(step, Head):
+            for check in step.checks:
+                message = check.rule(cluster, cluster.head, "Head")
+                if message is not None:
+                    return refused(check, message)
         else:
-            hit = found(step, step.rule(cluster))
-            if hit:
-                return hit
+            message = step.rule(cluster)
+            if message is not None:
+                return refused(step, message)
     return None
 

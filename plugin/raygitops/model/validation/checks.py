@@ -8,14 +8,14 @@ carry these rules, so the API server stores such a cluster and the operator then
 modules ``v1_5`` and ``v1_6`` list them in the order each tag runs them, with the line of the
 tag's file that holds each.
 
-They read the spec as the operator does: after the API server's defaulting (``minReplicas``
-0, ``maxReplicas`` 2147483647) and ``setDefaults`` (rayStartParams ``{}``).
+They read the spec as the operator does, an absent field as the API server's defaulting
+(``minReplicas`` 0, ``maxReplicas`` 2147483647) and ``setDefaults`` (rayStartParams ``{}``)
+leave it; they never change the spec.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from raygitops.model import k8snames, podrules
@@ -33,39 +33,28 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-@dataclass(frozen=True)
 class Cluster:
-    """What the checks read of one RayCluster, and the operator's feature gates."""
+    """What the checks read of one RayCluster, and the operator's feature gates (what several
+    checks read is read once: render checks every cluster)."""
 
-    spec: dict[str, Any]
-    annotations: dict[str, Any]
-    labels: dict[str, Any]
-    gates: frozenset[str] = field(default_factory=frozenset)  # feature gates on by default
+    __slots__ = ("spec", "annotations", "labels", "gates", "head", "workers", "head_env", "autoscaling",
+                 "autoscaler_v2", "fault_tolerance", "auth", "token_mode", "k8s_token")
 
-    @property
-    def head(self) -> dict[str, Any]:
-        return _mapping(self.spec.get("headGroupSpec"))
-
-    @property
-    def workers(self) -> list[dict[str, Any]]:
-        return [g for g in _list(self.spec.get("workerGroupSpecs")) if isinstance(g, dict)]
-
-    def head_env(self) -> list[dict[str, Any]]:
-        """The env of the head's Ray container (the first)."""
-        return _env(self.head)
-
-    @property
-    def autoscaling(self) -> bool:  # utils.IsAutoscalingEnabled
-        return self.spec.get("enableInTreeAutoscaling") is True
-
-    @property
-    def autoscaler_v2(self) -> bool:  # utils.IsAutoscalingV2Enabled (the autoscaler itself aside)
-        return _mapping(self.spec.get("autoscalerOptions")).get("version") == "v2"
-
-    @property
-    def fault_tolerance(self) -> bool:  # utils.IsGCSFaultToleranceEnabled
-        value = self.annotations.get(podrules.FT_ANNOTATION)
-        return (isinstance(value, str) and value.lower() == "true") or self.spec.get("gcsFaultToleranceOptions") is not None
+    def __init__(self, spec: dict[str, Any], annotations: dict[str, Any], labels: dict[str, Any],
+                 gates: frozenset[str] = frozenset()) -> None:
+        self.spec, self.annotations, self.labels = spec, annotations, labels
+        self.gates = gates  # feature gates on by default
+        self.head = _mapping(spec.get("headGroupSpec"))
+        self.workers = [g for g in _list(spec.get("workerGroupSpecs")) if isinstance(g, dict)]
+        self.head_env = _env(self.head)  # the env of the head's Ray container (the first)
+        self.autoscaling = spec.get("enableInTreeAutoscaling") is True  # utils.IsAutoscalingEnabled
+        # utils.IsAutoscalingV2Enabled (the autoscaler itself aside)
+        self.autoscaler_v2 = _mapping(spec.get("autoscalerOptions")).get("version") == "v2"
+        ft = annotations.get(podrules.FT_ANNOTATION)  # utils.IsGCSFaultToleranceEnabled
+        self.fault_tolerance = (isinstance(ft, str) and ft.lower() == "true") or spec.get("gcsFaultToleranceOptions") is not None
+        self.auth = _mapping(spec.get("authOptions"))
+        self.token_mode = self.auth.get("mode") == "token"  # utils.IsAuthEnabled
+        self.k8s_token = self.auth.get("enableK8sTokenAuth") is True  # utils.IsK8sAuthEnabled
 
 
 def _containers(group: dict[str, Any]) -> list[Any]:
@@ -109,7 +98,7 @@ def _restart_policy(group: dict[str, Any]) -> str:
 
 
 def _v2_by_env(c: Cluster) -> bool:
-    return _env_value(V2_ENV, c.head_env()) in ("1", "true")
+    return _env_value(V2_ENV, c.head_env) in ("1", "true")
 
 
 # --- a group (the head is named "Head" in the messages)
@@ -204,7 +193,7 @@ def ft_annotation_and_options(c: Cluster) -> str | None:
 
 
 def redis_address_without_ft(c: Cluster) -> str | None:
-    if not c.fault_tolerance and _has_env("RAY_REDIS_ADDRESS", c.head_env()):
+    if not c.fault_tolerance and _has_env("RAY_REDIS_ADDRESS", c.head_env):
         return ("RAY_REDIS_ADDRESS is set which implicitly enables GCS fault tolerance, but GcsFaultToleranceOptions "
                 "is not set. Please set GcsFaultToleranceOptions to enable GCS fault tolerance")
     return None
@@ -221,10 +210,10 @@ ft_redis_password_param = _with_options(
     "GcsFaultToleranceOptions.RedisPassword instead", lambda c: _params(c.head).get("redis-password", "") != "")
 ft_redis_password_env = _with_options(
     "cannot set `REDIS_PASSWORD` env var in head Pod when GcsFaultToleranceOptions is enabled - use "
-    "GcsFaultToleranceOptions.RedisPassword instead", lambda c: _has_env("REDIS_PASSWORD", c.head_env()))
+    "GcsFaultToleranceOptions.RedisPassword instead", lambda c: _has_env("REDIS_PASSWORD", c.head_env))
 ft_redis_address_env = _with_options(
     "cannot set `RAY_REDIS_ADDRESS` env var in head Pod when GcsFaultToleranceOptions is enabled - use "
-    "GcsFaultToleranceOptions.RedisAddress instead", lambda c: _has_env("RAY_REDIS_ADDRESS", c.head_env()))
+    "GcsFaultToleranceOptions.RedisAddress instead", lambda c: _has_env("RAY_REDIS_ADDRESS", c.head_env))
 ft_storage_namespace_annotation = _with_options(
     "cannot set `ray.io/external-storage-namespace` annotation when GcsFaultToleranceOptions is enabled - use "
     "GcsFaultToleranceOptions.ExternalStorageNamespace instead",
@@ -232,7 +221,7 @@ ft_storage_namespace_annotation = _with_options(
 
 
 def redis_username(c: Cluster) -> str | None:
-    if _params(c.head).get("redis-username", "") != "" or _has_env("REDIS_USERNAME", c.head_env()):
+    if _params(c.head).get("redis-username", "") != "" or _has_env("REDIS_USERNAME", c.head_env):
         return ("cannot set redis username in rayStartParams or environment variables - use "
                 "GcsFaultToleranceOptions.RedisUsername instead")
     return None
@@ -251,7 +240,7 @@ def worker_suspend_gate(c: Cluster) -> str | None:
 
 
 def v2_env_without_autoscaler(c: Cluster) -> str | None:
-    value = _env_value(V2_ENV, c.head_env())
+    value = _env_value(V2_ENV, c.head_env)
     if not c.autoscaling and value in ("1", "true"):
         return (f"environment variable {V2_ENV} cannot be set to '{value}' when enableInTreeAutoscaling is false. "
                 "Please set enableInTreeAutoscaling: true to use autoscaler v2")
@@ -267,7 +256,7 @@ def worker_suspend_with_autoscaler(c: Cluster) -> str | None:
 
 def autoscaler_version_and_env(c: Cluster) -> str | None:
     version = _mapping(c.spec.get("autoscalerOptions")).get("version")
-    if c.autoscaling and version is not None and _has_env(V2_ENV, c.head_env()):
+    if c.autoscaling and version is not None and _has_env(V2_ENV, c.head_env):
         return (f"both .spec.autoscalerOptions.version and head Pod env var {V2_ENV} are set, please only use the "
                 "former")
     return None
@@ -294,24 +283,12 @@ def autoscaler_idle_timeout_not_negative(c: Cluster) -> str | None:
     return None
 
 
-def _auth(c: Cluster) -> dict[str, Any]:
-    return _mapping(c.spec.get("authOptions"))
-
-
-def _token_mode(c: Cluster) -> bool:  # utils.IsAuthEnabled
-    return _auth(c).get("mode") == "token"
-
-
-def _k8s_token(c: Cluster) -> bool:  # utils.IsK8sAuthEnabled
-    return _auth(c).get("enableK8sTokenAuth") is True
-
-
 def _ray_version(c: Cluster) -> tuple[int, ...] | None:
     return podrules.generic_version(_text(c.spec.get("rayVersion")))
 
 
 def token_needs_ray_version(c: Cluster) -> str | None:
-    if _token_mode(c) and _text(c.spec.get("rayVersion")) == "":
+    if c.token_mode and _text(c.spec.get("rayVersion")) == "":
         return "authOptions.mode is 'token' but RayVersion was not specified. Ray version 2.52.0 or later is required"
     return None
 
@@ -328,35 +305,35 @@ def _parse_error(text: str) -> str:
 
 
 def token_ray_version_format(c: Cluster) -> str | None:
-    text = _text(c.spec.get("rayVersion"))
-    if _token_mode(c) and text != "" and _ray_version(c) is None:
+    text = _text(c.spec.get("rayVersion")) if c.token_mode else ""
+    if text != "" and _ray_version(c) is None:
         return f"authOptions.mode is 'token' but RayVersion format is invalid: {text}, {_parse_error(text)}"
     return None
 
 
 def token_min_ray_version(c: Cluster) -> str | None:
-    version = _ray_version(c)
-    if _token_mode(c) and version is not None and not podrules.at_least(version, UNIFIED_MIN_RAY):
+    version = _ray_version(c) if c.token_mode else None
+    if version is not None and not podrules.at_least(version, UNIFIED_MIN_RAY):
         return f"authOptions.mode is 'token' but minimum Ray version is 2.52.0, got {_text(c.spec.get('rayVersion'))}"
     return None
 
 
 def k8s_token_min_ray_version(c: Cluster) -> str | None:
-    version = _ray_version(c)
-    if _token_mode(c) and _k8s_token(c) and version is not None and not podrules.at_least(version, K8S_TOKEN_MIN_RAY):
+    version = _ray_version(c) if c.token_mode and c.k8s_token else None
+    if version is not None and not podrules.at_least(version, K8S_TOKEN_MIN_RAY):
         return ("authOptions.enableK8sTokenAuth is enabled but minimum Ray version is 2.55.0, got "
                 f"{_text(c.spec.get('rayVersion'))}")
     return None
 
 
 def k8s_token_and_secret(c: Cluster) -> str | None:
-    if _token_mode(c) and _k8s_token(c) and _text(_auth(c).get("secretName")) != "":
+    if c.token_mode and c.k8s_token and _text(c.auth.get("secretName")) != "":
         return "authOptions.enableK8sTokenAuth is enabled and authOptions.secretName is also set"
     return None
 
 
 def k8s_token_needs_token_mode(c: Cluster) -> str | None:
-    if not _token_mode(c) and _k8s_token(c):
+    if not c.token_mode and c.k8s_token:
         return "authOptions.enableK8sTokenAuth is enabled but authOptions.mode not set to 'token'"
     return None
 
