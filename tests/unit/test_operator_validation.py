@@ -18,9 +18,9 @@ from typing import Any, Callable
 import pytest
 
 from raygitops.model import validation
-from raygitops.model.validation import Head, checks, v1_5, v1_6
+from raygitops.model.validation import Head, checks, v1_1, v1_3, v1_4, v1_5, v1_6
 
-PORTS = (v1_5.PORT, v1_6.PORT)
+PORTS = (v1_3.PORT, v1_4.PORT, v1_5.PORT, v1_6.PORT)
 
 
 def base() -> dict[str, Any]:
@@ -85,6 +85,8 @@ TRIGGERS: dict[Callable[..., Any], Callable[[dict[str, Any]], None]] = {
     checks.worker_suspend_gate: lambda c: worker(c).update(suspend=True),
     checks.v2_env_without_autoscaler: lambda c: env(c, "RAY_enable_autoscaler_v2", "true"),
     checks.worker_suspend_with_autoscaler: lambda c: (autoscaler(c), worker(c).update(suspend=True)),
+    checks.worker_suspend_gate_1_3: lambda c: worker(c).update(suspend=True),
+    checks.worker_suspend_with_autoscaler_1_3: lambda c: (autoscaler(c), worker(c).update(suspend=True)),
     checks.autoscaler_version_and_env: lambda c: (autoscaler(c), c["spec"].update(autoscalerOptions={"version": "v1"}),
                                                   env(c, "RAY_enable_autoscaler_v2", "false")),
     checks.v2_head_restart_policy: lambda c: (autoscaler(c, v2=True), head(c)["template"]["spec"].update(
@@ -119,6 +121,8 @@ def _refusal(c: dict[str, Any], port: validation.Port) -> validation.Refusal | N
 # the suspend checks depend on the RayJobDeletionPolicy gate: each is tested where it can fire
 GATE = "RayJobDeletionPolicy"
 GATED = {checks.worker_suspend_gate: lambda gates: gates - {GATE},
+         checks.worker_suspend_gate_1_3: lambda gates: gates - {GATE},
+         checks.worker_suspend_with_autoscaler_1_3: lambda gates: gates | {GATE},
          checks.worker_suspend_with_autoscaler: lambda gates: gates | {GATE}}
 
 
@@ -175,7 +179,31 @@ def test_the_message_and_where_it_comes_from() -> None:
 def test_port_per_version() -> None:
     assert validation.port_for(None) is v1_6.PORT and validation.port_for("1.7.0") is v1_6.PORT
     assert validation.port_for("1.6") is v1_6.PORT and validation.port_for("1.5.2") is v1_5.PORT
-    assert validation.port_for("1.4.2") is None  # not ported: no check rather than a wrong one
+    assert validation.port_for("1.4.2") is v1_4.PORT and validation.port_for("1.3") is v1_3.PORT
+    assert validation.port_for("1.2.2") is v1_1.PORT and validation.port_for("1.1") is v1_1.PORT
+    assert validation.port_for("1.0.0") is None
+
+
+def test_1_1_and_1_2_refuse_nothing_the_schema_accepts() -> None:
+    """Their operators have no ValidateRayClusterSpec: what 1.3 and later refuse they build."""
+    c = base()
+    TRIGGERS[checks.ft_annotation_and_options](c)
+    assert _refusal(c, v1_3.PORT) is not None and _refusal(c, v1_1.PORT) is None
+
+
+def test_older_lines_refuse_less() -> None:
+    """Resources both in rayStartParams and resources, or autoscaler v2's env without the
+    autoscaler: refused from 1.5, not by 1.4; 1.3 words the suspend refusal without the group."""
+    both = base()
+    TRIGGERS[checks.group_resources](both)
+    assert _refusal(both, v1_5.PORT) is not None and _refusal(both, v1_4.PORT) is None
+    v2_env = base()
+    TRIGGERS[checks.v2_env_without_autoscaler](v2_env)
+    assert _refusal(v2_env, v1_5.PORT) is not None and _refusal(v2_env, v1_4.PORT) is None
+    suspended = base()
+    worker(suspended).update(suspend=True)
+    assert _refusal(suspended, v1_3.PORT).message.startswith("suspending worker groups is currently available")
+    assert _refusal(suspended, v1_4.PORT).message.startswith("worker group b can be suspended only")
 
 
 def _operator_source(tag: str) -> Path | None:

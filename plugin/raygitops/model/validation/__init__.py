@@ -7,9 +7,11 @@ builds no pods for it and stops reconciling it.  Render and ``raygitops diff`` r
 of the target version (``kuberayVersion``; the newest known when unset) and make a refusal a
 one-line error naming the rule, the version and the line of the operator's code.
 
-One module per ported version (:mod:`.v1_5`, :mod:`.v1_6`) lists the checks (:mod:`.checks`)
-in the order that tag's ``validation.go`` runs them, each with its line; a target between two
-uses the older one, a newer one the newest, and one older than the oldest none (not ported).
+One module per ported version (:mod:`.v1_1` (1.1 and 1.2: none), :mod:`.v1_3`, :mod:`.v1_4`,
+:mod:`.v1_5`, :mod:`.v1_6`) lists the checks (:mod:`.checks`) in the order that tag's
+``validation.go`` runs them, each with its line; a target between two uses the older one, a
+newer one the newest (1.7: 1.6's, not read in 1.7's code: only its CRDs are at hand), and one
+older than the oldest none.
 ``tests/e2e/test_pod_oracle.py`` checks refusals against the real operators.
 """
 
@@ -87,9 +89,9 @@ class Refusal:
 
 
 def _ports() -> list[Port]:
-    from raygitops.model.validation import v1_5, v1_6  # noqa: PLC0415 - the modules name their Port
+    from raygitops.model.validation import v1_1, v1_3, v1_4, v1_5, v1_6  # noqa: PLC0415 - the modules name their Port
 
-    return [v1_5.PORT, v1_6.PORT]
+    return [v1_1.PORT, v1_3.PORT, v1_4.PORT, v1_5.PORT, v1_6.PORT]
 
 
 @functools.lru_cache(maxsize=32)

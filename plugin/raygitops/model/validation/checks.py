@@ -231,12 +231,27 @@ def _suspended(c: Cluster) -> list[str]:
     return [_name(g) for g in c.workers if g.get("suspend") is True]
 
 
-def worker_suspend_gate(c: Cluster) -> str | None:
-    """A suspended worker group needs the RayJobDeletionPolicy gate (off by default in 1.5)."""
-    groups = _suspended(c)
-    if groups and "RayJobDeletionPolicy" not in c.gates:
-        return f"worker group {groups[0]} can be suspended only when the RayJobDeletionPolicy feature gate is enabled"
-    return None
+def _suspend_rule(refused: Callable[[Cluster], bool], message: Callable[[str], str]) -> Callable[[Cluster], str | None]:
+    """A check of the suspended worker groups: ``message`` of the first when ``refused``."""
+
+    def rule(c: Cluster) -> str | None:
+        groups = _suspended(c)
+        return message(groups[0]) if groups and refused(c) else None
+
+    return rule
+
+
+def _no_deletion_policy_gate(c: Cluster) -> bool:
+    return "RayJobDeletionPolicy" not in c.gates  # off by default up to 1.5
+
+
+# a suspended worker group needs the RayJobDeletionPolicy gate
+worker_suspend_gate = _suspend_rule(
+    _no_deletion_policy_gate,
+    lambda group: f"worker group {group} can be suspended only when the RayJobDeletionPolicy feature gate is enabled")
+worker_suspend_gate_1_3 = _suspend_rule(  # 1.3 words it without the group
+    _no_deletion_policy_gate,
+    lambda group: "suspending worker groups is currently available when the RayJobDeletionPolicy feature gate is enabled")
 
 
 def v2_env_without_autoscaler(c: Cluster) -> str | None:
@@ -247,11 +262,10 @@ def v2_env_without_autoscaler(c: Cluster) -> str | None:
     return None
 
 
-def worker_suspend_with_autoscaler(c: Cluster) -> str | None:
-    groups = _suspended(c)
-    if c.autoscaling and groups:
-        return f"worker group {groups[0]} cannot be suspended with Autoscaler enabled"
-    return None
+worker_suspend_with_autoscaler = _suspend_rule(
+    lambda c: c.autoscaling, lambda group: f"worker group {group} cannot be suspended with Autoscaler enabled")
+worker_suspend_with_autoscaler_1_3 = _suspend_rule(  # 1.3 words it without the group
+    lambda c: c.autoscaling, lambda group: "suspending worker groups is not currently supported with Autoscaler enabled")
 
 
 def autoscaler_version_and_env(c: Cluster) -> str | None:
