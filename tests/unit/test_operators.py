@@ -92,7 +92,8 @@ def test_what_an_operator_upgrade_does_is_noted() -> None:
 
 def test_diff_says_what_a_kuberay_version_change_does(tmp_path: Path) -> None:
     """The pull request that records an operator upgrade (kuberayVersion 1.5.0 -> 1.6.2, the
-    manifests unchanged): nothing changes, and the notes say what the upgrade itself does."""
+    manifests unchanged): no pod is recreated, the template hashes follow the new line's pod
+    rules (a new scheme tag, compared by spec), and the notes say what the upgrade itself does."""
     for side, version in (("base", "1.5.0"), ("head", "1.6.2")):
         (tmp_path / side).mkdir()
         (tmp_path / side / "c.yaml").write_text(APP)
@@ -101,5 +102,6 @@ def test_diff_says_what_a_kuberay_version_change_does(tmp_path: Path) -> None:
                           str(tmp_path / "head"), "--format", "json"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
-    assert [c["class"] for c in report["clusters"]] == ["unchanged"]
+    (cluster,) = report["clusters"]
+    assert cluster["class"] == "in-place" and "follow KubeRay 1.6's pod rules now" in cluster["reason"], cluster
     assert report["notes"] == operators.upgrade_notes("1.5.0", "1.6.2")

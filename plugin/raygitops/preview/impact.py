@@ -360,6 +360,9 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
         gone = [g for g in impact.groups if g.change == "removed"]
         if gone:
             parts.append(f"worker group {_verb_groups(gone)} removed (it has no pods)")
+        if not parts and plan_b.rules.tag() != plan_h.rules.tag():
+            parts.append(f"the template hashes follow KubeRay {plan_h.rules.pods}'s pod rules now ({plan_b.rules.tag()} "
+                         f"→ {plan_h.rules.tag()}): the hook compares pods stamped with the old ones by spec")
         if not parts:
             parts.append("only fields outside the template hash changed")
         impact.reason = "; ".join(parts) + ": no pod is recreated"
