@@ -12,6 +12,8 @@ v1.3.2, v1.4.2, v1.5.0, v1.6.2; the run writes docs/kuberay-versions.md) and rea
   live and does without them);
 - ``spec.upgradeStrategy`` (native Recreate) and the head pod's ``ray.io/kuberay-version`` and
   ``ray.io/upgrade-strategy-recreate-hash`` arrived in 1.6 (:mod:`raygitops.model.native`);
+- from 1.6 a RayService applies a ``suspend`` toggle of its cluster spec to the running
+  cluster (:mod:`raygitops.model.workloads`);
 - every supported line labels its pods ``ray.io/node-type`` (head/worker) and ``ray.io/group``
   (``headgroup`` for the head), and leaves the pods of a worker group removed from the spec
   running (kuberay #1739).
@@ -31,6 +33,7 @@ from raygitops.model.convert import version_tuple
 FIRST_SUPPORTED = "1.1"  # spec.suspend on RayCluster
 SUSPEND_CONDITIONS_FROM = "1.3"  # RayClusterStatusConditions on by default
 NATIVE_RECREATE_FROM = native.FIRST_VERSION  # spec.upgradeStrategy, head pods stamped with version and hash
+SERVICE_SUSPEND_IN_PLACE_FROM = "1.6"  # RayService: shouldUpdateCluster applies a suspend toggle in place (kuberay #4686)
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Operator:
     stamps_head_pod: bool  # ray.io/kuberay-version and the native hash on every head pod it creates
     node_type_label: bool = True  # ray.io/node-type on its pods
     removed_group_pods_kept: bool = True  # a removed worker group's pods keep running
+    service_suspend_in_place: bool = False  # a RayService's suspend toggle reaches its running cluster
 
 
 def _at_least(version: str, first: str) -> bool:
@@ -73,7 +77,8 @@ def operator(version: str) -> Operator:
     taken to behave as the newest it knows."""
     native = _at_least(version, NATIVE_RECREATE_FROM)
     return Operator(version=version, suspend_conditions=_at_least(version, SUSPEND_CONDITIONS_FROM),
-                    native_recreate=native, stamps_head_pod=native)
+                    native_recreate=native, stamps_head_pod=native,
+                    service_suspend_in_place=_at_least(version, SERVICE_SUSPEND_IN_PLACE_FROM))
 
 
 def upgrade_notes(base: str | None, head: str | None) -> list[str]:

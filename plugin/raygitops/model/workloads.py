@@ -30,16 +30,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from raygitops.model import native
+from raygitops.model import native, operators
 from raygitops.model.canonical import normalize
-from raygitops.model.convert import version_tuple
 
 NEW_CLUSTER = "new-cluster"
 IN_PLACE = "in-place"
 STALE = "stale"
 NEXT_CLUSTER = "next-cluster"
 UNCHANGED = "unchanged"
-SUSPEND_IN_PLACE_FROM = "1.6"  # shouldUpdateCluster applies a suspend toggle in place (kuberay #4686)
 ZERO_DOWNTIME_TYPES = ("NewCluster",)  # NewClusterWithIncrementalUpgrade needs a gate that is off by default
 
 
@@ -76,8 +74,8 @@ def rayservice(base: dict[str, Any], head: dict[str, Any], kuberay_version: str 
     """What KubeRay ``kuberay_version`` (None: the newest known) does with a running RayService
     ``base`` (its cluster made from base's spec) once ``head`` is applied."""
     old, new = _mapping(_spec(base).get("rayClusterConfig")), _mapping(_spec(head).get("rayClusterConfig"))
-    version = kuberay_version or SUSPEND_IN_PLACE_FROM
-    if version_tuple(version)[:2] >= version_tuple(SUSPEND_IN_PLACE_FROM) and \
+    version = kuberay_version or operators.SERVICE_SUSPEND_IN_PLACE_FROM  # the newest known answers as 1.6
+    if operators.operator(version).service_suspend_in_place and \
             (old.get("suspend") is True) != (new.get("suspend") is True):
         return Prediction(IN_PLACE, f"spec.rayClusterConfig.suspend {'set' if new.get('suspend') is True else 'cleared'}: "
                                     "KubeRay applies it to the running cluster in place")
