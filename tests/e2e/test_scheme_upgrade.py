@@ -53,6 +53,21 @@ def _render(app: Path, ns: str) -> tuple[list[dict[str, Any]], str]:
     return _app_objects(objs), plan
 
 
+def _today(app: Path, dest: Path, image: str | None = None) -> Path:
+    """The fixture app for today's raygitops: kwok's heads run no Ray, so the hook is told not
+    to ask them for running jobs (the h1 release knew no ``hook.runningJobs``); ``image``: the
+    plain cluster's image changed to it."""
+    dest.mkdir()
+    for f in app.iterdir():
+        text = f.read_text()
+        (dest / f.name).write_text(text if image is None else text.replace(
+            "image: rayproject/ray:2.41.0\n", f"image: {image}\n", 2))
+    config = yaml.safe_load((dest / "raygitops.yaml").read_text()) or {}
+    config.setdefault("hook", {})["runningJobs"] = controlplane.KWOK_RUNNING_JOBS
+    (dest / "raygitops.yaml").write_text(yaml.safe_dump(config))
+    return dest
+
+
 def _presync(plane, plan: str, tmp: Path) -> dict[str, Any]:
     path = tmp / "plan.json"
     path.write_text(plan)
@@ -107,7 +122,7 @@ def test_upgrading_raygitops_deletes_no_pod(app: str, which: str, request, tmp_p
         plane.wait_for(lambda: _running(plane, ns, _expected(old)), timeout=180, message="the h1 render's pods")
         before = _quiet(plane, ns, seconds=5)
 
-        new, plan = _render(FIXTURES / app, ns)
+        new, plan = _render(_today(FIXTURES / app, tmp_path / "today"), ns)
         report = _presync(plane, plan, tmp_path)
         assert all(c["decision"] in ("in-sync", "skip") for c in report.values()), report
         plane.kubectl("apply", "-n", ns, "-f", "-", input=yaml.safe_dump_all(new))
@@ -115,16 +130,11 @@ def test_upgrading_raygitops_deletes_no_pod(app: str, which: str, request, tmp_p
         assert after == before, f"pods replaced by the upgrade: gone {sorted(set(before) - set(after))}"
         events = plane.kubectl_json("get", "events", "-n", ns)["items"]
         assert not [e for e in events if e["reason"] == "DeletedPod"], "a pod was deleted"
-        status = _raygitops("status", str(FIXTURES / app), "-n", ns, "--kubeconfig", plane.kubeconfig)
+        status = _raygitops("status", str(tmp_path / "today"), "-n", ns, "--kubeconfig", plane.kubeconfig)
         assert status.returncode == 0, status.stdout + status.stderr
 
         if app == "recreate":  # the h3 hashes work: a real change still recreates, only it
-            changed = tmp_path / "changed"
-            changed.mkdir()
-            for f in (FIXTURES / app).iterdir():
-                (changed / f.name).write_text(f.read_text().replace("image: rayproject/ray:2.41.0\n",
-                                                                    "image: rayproject/ray:2.42.0\n", 2))
-            _, plan = _render(changed, ns)
+            _, plan = _render(_today(FIXTURES / app, tmp_path / "changed", image="rayproject/ray:2.42.0"), ns)
             report = _presync(plane, plan, tmp_path)
             assert report["plain"]["decision"] == "recreate" and report["plain"].get("outcome") == "recreated", report
             assert {n: c["decision"] for n, c in report.items() if n != "plain"} == {"charted": "in-sync",
