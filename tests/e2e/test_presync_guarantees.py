@@ -185,7 +185,7 @@ def test_g2_the_drain_deletes_only_the_clusters_own_pods_with_their_grace_period
     """Operator down: after --drain-grace the hook deletes the old pods itself, each with its
     own terminationGracePeriodSeconds; a foreign pod that turns up during the drain is named
     in the log, never deleted, and not waited for."""
-    report = app.sync(_graceful(raycluster(), 7))
+    app.sync(_graceful(raycluster(), 7))
     app.wait_pods()
     old = {p["metadata"]["name"] for p in app.pods()}
     app.write(_graceful(raycluster(image=NEW), 7))

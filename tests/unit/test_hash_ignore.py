@@ -24,7 +24,7 @@ from raygitops.model.plan import ClusterPlan, Plan
 from raygitops.model.hashing import split_spec
 from raygitops.model import verdict
 
-from test_presync_fakes import NS, FakeKube, cluster_spec, stamped, with_crd_defaults
+from test_presync_fakes import NS, FakeKube, cluster_spec, with_crd_defaults
 
 DEFAULT = HashRules(DEFAULT_IGNORED_KEYS)
 
