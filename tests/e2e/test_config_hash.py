@@ -177,7 +177,10 @@ def _render_with(commit: str, app_dir: Path, tmp: Path) -> list[dict[str, Any]]:
     archive = subprocess.run(["git", "-C", str(REPO), "archive", commit, "plugin"], capture_output=True, check=False)
     assert archive.returncode == 0, (f"commit {commit} is not in this clone (a shallow clone?): "
                                      f"{archive.stderr.decode()[:300]}")
-    tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(src, filter="data")
+    # extraction filters: Python 3.10.12 / 3.11.4 and later (requires-python allows older); git's
+    # own archive of this repository holds no link or path outside it either way
+    safe = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+    tarfile.open(fileobj=io.BytesIO(archive.stdout)).extractall(src, **safe)
     # that release knew no hook.runningJobs (it asked no Ray head): the app without it
     old_app = tmp / f"app-{commit[:8]}"
     shutil.copytree(app_dir, old_app)
