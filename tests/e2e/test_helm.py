@@ -28,6 +28,8 @@ from demoapp import DemoCluster
 from jobrunner import JobRunner
 from test_presync_hook import desired_hashes
 
+from raygitops.model import hashing
+
 pytestmark = pytest.mark.e2e
 PLUGIN = controlplane.REPO_ROOT / "helm-plugin"
 OLD, NEW = "rayproject/ray:2.41.0", "rayproject/ray:2.42.0"
@@ -311,4 +313,5 @@ def test_the_example_chart_as_the_docs_show_it(helm: Helm):
     docs = {d["kind"]: d for d in yaml.safe_load_all(res.stdout) if d}
     assert sorted(docs) == ["ConfigMap", "Job", "RayCluster", "Role", "RoleBinding", "ServiceAccount"]
     assert all("namespace" not in d["metadata"] for d in docs.values())
-    assert docs["RayCluster"]["metadata"]["annotations"]["raygitops.dev/template-hashes"].startswith('{"head":"h1-')
+    hashes = json.loads(docs["RayCluster"]["metadata"]["annotations"]["raygitops.dev/template-hashes"])
+    assert set(hashes) == {"head", "workers"} and hashes["head"].startswith(f"{hashing.SCHEME}.")
