@@ -276,8 +276,6 @@ def table(seed: int, journals: dict[str, list[dict[str, Any]]]) -> str:
             f"{', '.join(commits)}, {first} to {last}.\n\n" + "\n".join(lines))
 
 
-
-
 def _unavailable(f: HookFigures) -> list[tuple[str, int, int]]:
     from reliability.fleet import BOUNDS
 
