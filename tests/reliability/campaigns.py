@@ -388,7 +388,7 @@ def _check_round(r: _Round, rec: Recorder, hook_done: float, pods: list[dict[str
         r.violate("the native Recreate replaces the pods after the sync", inv.pods_on_target(pods, c, r.want[c]))
     for cluster, how in r.drifting.items():
         target = r.want[cluster]
-        twice = inv.recreated_twice(changes, cluster, target, initial.get("rayclusters", ()))
+        twice = inv.recreated_twice(changes, cluster, target, initial.get("rayclusters", ()), initial.get("pods", ()))
         figures.recreated_twice += bool(twice)
         r.violate("no cluster recreated twice for one target", twice)
         r.violate("every pod runs its target after the sync", inv.pods_on_target(pods, cluster, target))

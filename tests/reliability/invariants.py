@@ -24,7 +24,8 @@ After each hook run:
 After each round, over what the recorder saw (:func:`deletions`, :func:`created`):
 
 - :func:`wrongly_deleted`: no pod of a cluster the hook must leave alone deleted;
-- :func:`recreated_twice`: no pod made during the round from its target deleted again;
+- :func:`recreated_twice`: no pod made during the round from its target deleted again (but
+  for the operator's scale-down of a surplus);
 - :func:`pods_on_target`: every live pod of a synced cluster made from its target;
 - :func:`unavailability`: during a replacement, per worker group, the pods its spec asks for
   minus its Ready, not terminating pods, at every change: never beyond the group's bound;
@@ -40,8 +41,9 @@ import json
 from typing import Any, Iterable
 
 from raygitops.model.hashing import SCALING
-from raygitops.model.podrules import POD_ANNOTATIONS
 from raygitops.model.objmeta import annotations
+from raygitops.model.podrules import POD_ANNOTATIONS
+from raygitops.model.pods import desired_workers, worker_groups
 
 from reliability.recorder import Change
 
@@ -265,33 +267,56 @@ def wrongly_deleted(changes: Iterable[Change], untouchable: Iterable[str], until
 
 
 def recreated_twice(changes: Iterable[Change], cluster: str, target: dict[str, Stamp],
-                    initial: Iterable[dict[str, Any]] = ()) -> list[str]:
+                    initial: Iterable[dict[str, Any]] = (), initial_pods: Iterable[dict[str, Any]] = ()) -> list[str]:
     """A pod made from its target after the cluster's spec first held the target (in
     ``initial``, the RayClusters at the start, or in a change) was deleted: a second cycle for
-    the same target (or a replacement that deleted its own new pods).  A pod made before that
-    from a group the commit left unchanged (the old spec resumed as it was after a failed
-    attempt brings it back) is deleted again by the next attempt's cycle by design."""
+    the same target (or a replacement that deleted its own new pods).  Not counted:
+
+    - a pod made before that from a group the commit left unchanged (the old spec resumed as
+      it was after a failed attempt brings it back): the next attempt's cycle deletes it again
+      by design;
+    - a pod deleted while its group had more pods than its spec asks for: the operator's own
+      scale-down of a surplus (KubeRay deletes surplus workers at random without the
+      autoscaler; a surplus follows a pod create whose answer was lost, a fault on the
+      operator's traffic)."""
     changes = list(changes)
-    written = spec_on_target_at(changes, cluster, target, initial)
-    if written is None:
+    on_target = spec_on_target(changes, cluster, target, initial)
+    if on_target is None:
         return []
-    new = {c.uid for c in created(changes) if pod_cluster(c.obj) == cluster and c.rv > written}
-    return [f"{cluster}: pod {c.obj['metadata']['name']} made from the target {stamp(c.obj)} deleted "
-            "(a second cycle?)" for c in deletions(changes)
-            if c.uid in new and stamp(c.obj) == target.get(pod_group(c.obj))]
+    written, spec = on_target
+    wanted = {"head": 1, **{g: desired_workers(grp) for g, grp in worker_groups(spec["spec"]).items()}}
+    alive = {p["metadata"]["uid"]: pod_group(p) for p in initial_pods
+             if pod_cluster(p) == cluster and not terminating(p)}
+    new, twice = set(), []
+    for c in sorted((c for c in changes if c.resource == "pods" and pod_cluster(c.obj) == cluster), key=lambda c: c.rv):
+        group = pod_group(c.obj)
+        if c.type == "ADDED" and c.rv > written and stamp(c.obj) == target.get(group):
+            new.add(c.uid)
+        if c.type != "DELETED" and not terminating(c.obj):
+            alive[c.uid] = group
+            continue
+        if c.uid not in alive:  # its deletion was seen already (terminating, then DELETED)
+            continue
+        surplus = sum(1 for g in alive.values() if g == group) > wanted.get(group, 0)
+        del alive[c.uid]
+        if c.uid in new and not surplus:
+            twice.append(f"{cluster}: pod {c.obj['metadata']['name']} made from the target {stamp(c.obj)} "
+                         "deleted (a second cycle?)")
+    return twice
 
 
-def spec_on_target_at(changes: Iterable[Change], cluster: str, target: dict[str, Stamp],
-                      initial: Iterable[dict[str, Any]] = ()) -> int | None:
+def spec_on_target(changes: Iterable[Change], cluster: str, target: dict[str, Stamp],
+                   initial: Iterable[dict[str, Any]] = ()) -> tuple[int, dict[str, Any]] | None:
     """The first revision at which ``cluster``'s spec held the templates of ``target`` (0: at
-    the start); None: never while recording."""
+    the start), with the RayCluster then; None: never while recording."""
     def on_target(obj: dict[str, Any]) -> bool:
         return key(obj) == cluster and template_stamps(obj) == target
 
-    if any(on_target(obj) for obj in initial):
-        return 0
-    return next((c.rv for c in changes if c.resource == "rayclusters" and c.type != "DELETED" and on_target(c.obj)),
-                None)
+    first = next((obj for obj in initial if on_target(obj)), None)
+    if first is not None:
+        return 0, first
+    return next(((c.rv, c.obj) for c in changes
+                 if c.resource == "rayclusters" and c.type != "DELETED" and on_target(c.obj)), None)
 
 
 def unavailability(initial: Iterable[dict[str, Any]], changes: Iterable[Change], cluster: str,

@@ -121,7 +121,7 @@ def test_a_pod_the_old_spec_brings_back_is_no_second_cycle() -> None:
                _change("ADDED", back), _change("DELETED", back),
                _change("MODIFIED", _cluster_on(target, rv=8), resource="rayclusters"),
                _change("ADDED", made)]
-    assert inv.spec_on_target_at(changes, "ns/c", target) == 8
+    assert inv.spec_on_target(changes, "ns/c", target)[0] == 8
     assert inv.recreated_twice(changes, "ns/c", target) == []
     (twice,) = inv.recreated_twice(changes + [_change("DELETED", made)], "ns/c", target)
     assert "w-made" in twice
@@ -199,3 +199,21 @@ def test_pods_are_ordered_against_their_config_write() -> None:
     assert len(bad) == 2  # seen first in a list, but already at a revision before the write
     bad, _ = inv.created_before_config(pods, "ns/c", {"big": new}, None)  # never written: every one is early
     assert len(bad) == 3
+
+
+def test_the_operators_scale_down_of_a_surplus_is_no_second_cycle() -> None:
+    """A pod create whose answer the operator lost leaves one pod too many; KubeRay deletes a
+    surplus worker at random, maybe a new one: not a second cycle. Deleting new pods while the
+    group has only what its spec asks for is."""
+    target = {"head": ("h1-h", None, None), "w": ("h1-new", None, None)}
+    spec = _cluster_on(target, rv=5)
+    replicas = spec["spec"]["workerGroupSpecs"][0]["replicas"]
+    made = [_pod(f"w{i}", stamp=target["w"], rv=10 + i) for i in range(replicas + 1)]  # one too many
+    changes = [_change("MODIFIED", spec, resource="rayclusters")] + [_change("ADDED", p) for p in made]
+    gone = copy.deepcopy(made[0])
+    gone["metadata"].update(resourceVersion="30", deletionTimestamp="2026-12-07T00:00:00Z")
+    assert inv.recreated_twice(changes + [_change("MODIFIED", gone), _change("DELETED", gone)], "ns/c", target) == []
+    second = copy.deepcopy(made[1])  # the surplus is gone: another deletion is a second cycle
+    second["metadata"].update(resourceVersion="31")
+    (twice,) = inv.recreated_twice(changes + [_change("DELETED", gone), _change("DELETED", second)], "ns/c", target)
+    assert "w1" in twice
