@@ -41,7 +41,8 @@ for path in (TESTS, TESTS / "e2e"):
         sys.path.insert(0, str(path))
 
 from reliability.campaigns import (  # noqa: E402
-    HOSTILE, INVARIANTS, KIND_RULES, HookFigures, RoundPlan, fleet_with_proxies, mixed_rules, sync_round)
+    HOSTILE, INVARIANTS, KIND_RULES, OPERATOR_KIND_RULES, HookFigures, RoundPlan, fleet_with_proxies, mixed_rules,
+    sync_round)
 from reliability.chaos import draw_outages  # noqa: E402
 from reliability.faultproxy import Rule  # noqa: E402
 from reliability.fleet import Revision  # noqa: E402
@@ -113,8 +114,9 @@ def _faults(rng: random.Random, whose: str, kinds: list[str], weights: list[floa
         factor = rng.uniform(*scale)
         return mixed_rules(factor), f"{whose} faults: mix x{factor:.1f}"
     if what == "kind":
-        kind = rng.choice(sorted(KIND_RULES))
-        return list(KIND_RULES[kind]), f"{whose} faults: {kind}"
+        table = OPERATOR_KIND_RULES if whose == "operator" else KIND_RULES
+        kind = rng.choice(sorted(table))
+        return list(table[kind]), f"{whose} faults: {kind}"
     if what == "hostile":
         return list(HOSTILE), f"{whose} faults: hostile API"
     return [], None
@@ -249,7 +251,9 @@ def table(seed: int, journals: dict[str, list[dict[str, Any]]]) -> str:
 
     row("sync rounds", lambda f: f"{f.rounds:,}")
     row("hook runs", lambda f: f"{f.syncs:,}")
-    row("SIGKILLs of the hook (lock phase each left)", lambda f: kinds(f.kill_phases) if f.kill_phases else f"{f.kills}")
+    row("SIGKILLs of the hook (the lock phases they left, one per planned cluster)",
+        lambda f: f"{f.kills:,}" + (" (" + ", ".join(f"{k} {v}" for k, v in sorted(f.kill_phases.items())) + ")"
+                                    if f.kill_phases else ""))
     row("hook runs that took a dead hook's lock over", lambda f: f"{f.takeovers:,}")
     row("operator stopped and started during a cycle", lambda f: f"{f.operator_outages:,}")
     row("faults on the hook's requests", lambda f: kinds(f.faults))

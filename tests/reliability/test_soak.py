@@ -53,6 +53,20 @@ def test_a_failed_round_prints_the_command_that_runs_it_again(tmp_path) -> None:
     assert line["round"] == 3 and line["figures"]["violations"] == one.violations
 
 
+def test_the_operators_watches_end_after_their_initial_list() -> None:
+    """Drawn alone on the operator's traffic, ``watch-end`` ends a watch after a second, never
+    after its first event (KubeRay 1.6.2's informers would never finish their streamed
+    initial list); on the hook's, after the first event as before."""
+    seen = {}
+    for i in range(200):
+        for whose in ("hook", "operator"):
+            rules, label = soak._faults(random.Random(i), whose, ["kind"], [1.0], (1.0, 1.0))
+            if label.endswith("watch-end"):
+                seen[whose] = rules
+    (hook,), (operator,) = seen["hook"], seen["operator"]
+    assert hook.events == 1 and operator.events > 1000 and operator.after == 1.0
+
+
 @pytest.fixture(params=["kuberay", "kuberay-next"])
 def plane(request):
     return request.getfixturevalue("control_plane" if request.param == "kuberay" else "control_plane_next")
