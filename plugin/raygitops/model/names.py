@@ -43,6 +43,10 @@ HEAD_GROUP = "headgroup"  # the head's ray.io/group on operators without ray.io/
 ORIGIN_LABEL = "ray.io/originated-from-crd"  # a cluster a RayJob or RayService (or RayCronJob) made
 NATIVE_HASH_ANNOTATION = "ray.io/upgrade-strategy-recreate-hash"  # KubeRay >= 1.6, on the head pod
 KUBERAY_VERSION_ANNOTATION = "ray.io/kuberay-version"  # KubeRay >= 1.6, on pods
+# RayCluster annotations KubeRay's pod builder reads (GCS fault tolerance, the container command)
+FT_ANNOTATION = "ray.io/ft-enabled"
+STORAGE_NS_ANNOTATION = "ray.io/external-storage-namespace"
+OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
 
 # --- files --------------------------------------------------------------------------------------
 OUT_MARKER = ".raygitops-out"  # in a directory `raygitops render --out` manages

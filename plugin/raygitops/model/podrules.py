@@ -29,7 +29,8 @@ import re
 from typing import Any, Callable
 
 from raygitops.model.convert import version_tuple
-from raygitops.model.names import ANNOTATION_PREFIX
+from raygitops.model.names import (
+    ANNOTATION_PREFIX, FT_ANNOTATION, OVERWRITE_CMD_ANNOTATION, STORAGE_NS_ANNOTATION)
 
 # How a field outside the pod templates reaches the pods.
 PODS = "pods"  # copied into its group's pods (or read by a rule of its own: ``why`` says which)
@@ -40,10 +41,7 @@ EFFECTS = (PODS, COUNT, NOT_PODS, IDENTITY)
 
 HEAD = "headGroupSpec"
 WORKERS = "workerGroupSpecs[]"
-# the RayCluster annotations the pod builder reads (GCS fault tolerance, the container command)
-FT_ANNOTATION = "ray.io/ft-enabled"
-STORAGE_NS_ANNOTATION = "ray.io/external-storage-namespace"
-OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
+# the RayCluster annotations the pod builder reads
 POD_ANNOTATIONS = (FT_ANNOTATION, STORAGE_NS_ANNOTATION, OVERWRITE_CMD_ANNOTATION)
 # autoscalerOptions merged into the autoscaler container (mergeAutoscalerOverrides)
 AUTOSCALER_CONTAINER = ("env", "envFrom", "image", "imagePullPolicy", "resources", "securityContext", "volumeMounts")

@@ -21,6 +21,7 @@ import functools
 from typing import Any, Callable, Sequence, Union
 
 from raygitops.model.convert import version_tuple
+from raygitops.model.names import ORIGIN_LABEL
 from raygitops.model.validation import checks
 from raygitops.model.validation.checks import Cluster
 
@@ -112,7 +113,7 @@ def refusal(spec: dict[str, Any], annotations: dict[str, Any], labels: dict[str,
     ValidateRayServiceSpec run ValidateRayClusterSpec on it with the owner's annotations, and
     the cluster they make carries ``ray.io/originated-from-crd``)."""
     if kind != "RayCluster":
-        labels = {**labels, "ray.io/originated-from-crd": kind}
+        labels = {**labels, ORIGIN_LABEL: kind}
     cluster = Cluster(spec, annotations, labels, port.gates)
 
     def refused(check: Check, message: str) -> Refusal:

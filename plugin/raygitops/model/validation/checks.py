@@ -19,6 +19,7 @@ import re
 from typing import Any, Callable
 
 from raygitops.model import k8snames, podrules
+from raygitops.model.names import FT_ANNOTATION, ORIGIN_LABEL, STORAGE_NS_ANNOTATION
 
 UNIFIED_MIN_RAY = (2, 52, 0)  # token auth: "minimum Ray version is 2.52.0"
 K8S_TOKEN_MIN_RAY = (2, 55, 0)
@@ -50,7 +51,7 @@ class Cluster:
         self.autoscaling = spec.get("enableInTreeAutoscaling") is True  # utils.IsAutoscalingEnabled
         # utils.IsAutoscalingV2Enabled (the autoscaler itself aside)
         self.autoscaler_v2 = _mapping(spec.get("autoscalerOptions")).get("version") == "v2"
-        ft = annotations.get(podrules.FT_ANNOTATION)  # utils.IsGCSFaultToleranceEnabled
+        ft = annotations.get(FT_ANNOTATION)  # utils.IsGCSFaultToleranceEnabled
         self.fault_tolerance = (isinstance(ft, str) and ft.lower() == "true") or spec.get("gcsFaultToleranceOptions") is not None
         self.auth = _mapping(spec.get("authOptions"))
         self.token_mode = self.auth.get("mode") == "token"  # utils.IsAuthEnabled
@@ -186,8 +187,8 @@ ClusterCheck = Callable[[Cluster], "str | None"]
 
 
 def ft_annotation_and_options(c: Cluster) -> str | None:
-    if c.annotations.get(podrules.FT_ANNOTATION, "") != "" and c.spec.get("gcsFaultToleranceOptions") is not None:
-        return (f"{podrules.FT_ANNOTATION} annotation and GcsFaultToleranceOptions are both set. Please use only "
+    if c.annotations.get(FT_ANNOTATION, "") != "" and c.spec.get("gcsFaultToleranceOptions") is not None:
+        return (f"{FT_ANNOTATION} annotation and GcsFaultToleranceOptions are both set. Please use only "
                 "GcsFaultToleranceOptions to configure GCS fault tolerance")
     return None
 
@@ -217,7 +218,7 @@ ft_redis_address_env = _with_options(
 ft_storage_namespace_annotation = _with_options(
     "cannot set `ray.io/external-storage-namespace` annotation when GcsFaultToleranceOptions is enabled - use "
     "GcsFaultToleranceOptions.ExternalStorageNamespace instead",
-    lambda c: c.annotations.get(podrules.STORAGE_NS_ANNOTATION, "") != "")
+    lambda c: c.annotations.get(STORAGE_NS_ANNOTATION, "") != "")
 
 
 def redis_username(c: Cluster) -> str | None:
@@ -354,7 +355,7 @@ def k8s_token_needs_token_mode(c: Cluster) -> str | None:
 
 def upgrade_strategy_on_owned_cluster(c: Cluster) -> str | None:
     """ValidateRayClusterUpgradeOptions: only a cluster a user made may set upgradeStrategy."""
-    kind = c.labels.get("ray.io/originated-from-crd")
+    kind = c.labels.get(ORIGIN_LABEL)
     if _mapping(c.spec.get("upgradeStrategy")).get("type") is not None and kind in ("RayJob", "RayService"):
         return f"upgradeStrategy cannot be set when RayCluster is created by {kind}"
     return None
