@@ -265,7 +265,9 @@ def sync_round(fleet: Fleet, proxy: FaultProxy, figures: HookFigures, plan: Roun
                     operator_proxy.clear()
             hook_done = time.monotonic()
             figures.operator_outages += outages.done
-            figures.faults.update(proxy.reset_stats().faults)
+            stats = proxy.reset_stats()
+            figures.faults.update(stats.faults)
+            figures.requests.update(stats.requests)
             proxy.clear()
             fleet.apply(main.objs)
             final = {c: t for c, t in want.items() if c.split("/")[1] in (*HOOK_MANAGED, "native")}
