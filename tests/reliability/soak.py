@@ -7,6 +7,8 @@ invariant is checked after every hook run and every round (campaigns.py, invaria
 
     python tests/reliability/soak.py --rounds 500               # full: both operators, a seed drawn and printed
     python tests/reliability/soak.py --rounds 500 --seed S      # resumes S from its journal (~/.cache/raygitops-soak)
+    python tests/reliability/soak.py --seed S --operators v1.5.0 --from-round 301 --rounds 200 --minutes 70
+                                                                # one of several processes on disjoint ranges
     python tests/reliability/soak.py --seed S --operators v1.6.2 --from-round 17 --rounds 1   # one round again
     python tests/reliability/soak.py --report --seed S --write-docs   # the figures table into docs/reliability.md
 
@@ -309,6 +311,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, help="default: a fresh one, printed")
     parser.add_argument("--operators", default=None, help="comma-separated (default: KUBERAY_VERSION,KUBERAY_NEXT_VERSION)")
     parser.add_argument("--from-round", type=int, help="start at this round (default: after the journal's last)")
+    parser.add_argument("--minutes", type=float, help="start no round after this many minutes (per operator)")
     parser.add_argument("--no-journal", action="store_true", help="record nothing (a round run again)")
     parser.add_argument("--report", action="store_true", help="only print the table of the journals")
     parser.add_argument("--write-docs", action="store_true", help="write the table into docs/reliability.md")
@@ -333,7 +336,8 @@ def main() -> int:
             print(f"{operator}: rounds {first} to {first + count - 1}" + (f", journal {journal}" if journal else ""),
                   flush=True)
             with controlplane.running(kuberay=operator) as plane:
-                figures = run_rounds(plane, seed, first, count, journal, progress=lambda s: print(s, flush=True))
+                figures = run_rounds(plane, seed, first, count, journal, progress=lambda s: print(s, flush=True),
+                                     budget=None if args.minutes is None else args.minutes * 60)
             failed = failed or bool(figures.violations) or bool(figures.internal_errors)
     journals = {op: read_journal(journal_path(seed, op)) for op in operators}
     journals = {op: lines for op, lines in journals.items() if lines}
