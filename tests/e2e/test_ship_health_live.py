@@ -11,11 +11,13 @@ Set RAYGITOPS_CAPTURE_DIR to keep the captured objects (e.g. to refresh argocd/h
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -33,23 +35,46 @@ LOCK = "raygitops.dev/recreate"
 
 
 class Watch:
-    """`kubectl get raycluster NAME -w -o json`: every version of the object, in order."""
+    """`kubectl get raycluster NAME -w -o json`: every version of the object, in order.
+
+    When the API server ends the watch, kubectl exits; it is started again, and its first
+    output is the current version, so the newest version is never lost (``ended`` says how
+    each earlier kubectl ended). Waits poll the object as well (``poll``)."""
 
     def __init__(self, cp: ControlPlane, namespace: str, name: str):
-        argv = [str(cp.bin_dir / "kubectl"), f"--kubeconfig={cp.kubeconfig}", "get", "raycluster", name,
-                "-n", namespace, "--watch", "-o", "json"]
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     env=cp.env, start_new_session=True)
+        self.argv = [str(cp.bin_dir / "kubectl"), f"--kubeconfig={cp.kubeconfig}", "get", "raycluster", name,
+                     "-n", namespace, "--watch", "-o", "json"]
+        self.env, self.namespace, self.name = cp.env, namespace, name
         self.objects: list[dict] = []
+        self.versions: list[int] = []  # the objects' resourceVersions, ascending
+        self.polled = 0  # versions the watch had not delivered when a poll read them
+        self.ended: list[str] = []
         self.lock = threading.Lock()
-        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.stopping = threading.Event()
+        self.proc = self._start()
+        self.thread = threading.Thread(target=self._follow, daemon=True)
         self.thread.start()
 
-    def _read(self) -> None:
+    def _start(self) -> subprocess.Popen:
+        return subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=self.env, start_new_session=True)
+
+    def _follow(self) -> None:
+        while True:
+            self._read(self.proc)
+            code = self.proc.wait()
+            if self.stopping.is_set():
+                return
+            assert self.proc.stderr is not None
+            self.ended.append(f"exit {code}: {self.proc.stderr.read().strip()[-300:]}")
+            time.sleep(0.5)
+            self.proc = self._start()
+
+    def _read(self, proc: subprocess.Popen) -> None:
         decoder = json.JSONDecoder()
         buffer = ""
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
+        assert proc.stdout is not None
+        for line in proc.stdout:
             buffer += line
             while buffer.strip():
                 try:
@@ -57,14 +82,57 @@ class Watch:
                 except json.JSONDecodeError:
                     break
                 buffer = buffer.lstrip()[end:]
-                with self.lock:
-                    self.objects.append(obj)
+                self._append(obj)
+
+    def _append(self, obj: dict) -> bool:
+        """Keep ``obj`` in resourceVersion order (etcd revisions), once; False if kept already."""
+        version = int(obj["metadata"]["resourceVersion"])
+        with self.lock:
+            index = bisect.bisect_left(self.versions, version)
+            if index < len(self.versions) and self.versions[index] == version:
+                return False
+            self.versions.insert(index, version)
+            self.objects.insert(index, obj)
+            return True
+
+    def poll(self, cp: ControlPlane) -> None:
+        """The current version too, in case the watch stalls (a kubectl that hangs rather
+        than exits was seen once under load: the cluster Ready, the capture not)."""
+        if self._append(cp.kubectl_json("get", "raycluster", self.name, "-n", self.namespace)):
+            self.polled += 1
 
     def snapshot(self) -> list[dict]:
         with self.lock:
             return list(self.objects)
 
+    def explain(self, cp: ControlPlane) -> str:
+        """What a timed-out wait saw: the health of each captured version, the watch, the
+        cluster's pods, the nodes (kwok's; a missed heartbeat taints them), the Events, and
+        whether the operator runs."""
+        objects = self.snapshot()
+        lines = [f"{len(objects)} versions captured ({self.polled} by a poll); kubectl watch "
+                 + ("running" if self.proc.poll() is None else f"exited {self.proc.returncode}")
+                 + f", started again after {self.ended or 'no exit'}"
+                 + f"; operator {'running' if cp.operator_running else 'STOPPED'}"]
+        lines += [f"  {s}: {m}" for s, m in health_trace(objects)[-8:]]
+        namespace = self.namespace
+        try:
+            for pod in cp.kubectl_json("get", "pods", "-n", namespace)["items"]:
+                ready = [c["status"] for c in pod["status"].get("conditions") or [] if c["type"] == "Ready"]
+                lines.append(f"  pod {pod['metadata']['name']}: {pod['status'].get('phase')}, Ready {ready}, "
+                             f"node {pod['spec'].get('nodeName')}")
+            for node in cp.kubectl_json("get", "nodes")["items"]:
+                ready = [c["status"] for c in node["status"].get("conditions") or [] if c["type"] == "Ready"]
+                lines.append(f"  node {node['metadata']['name']}: Ready {ready}, taints "
+                             f"{[t['key'] for t in node['spec'].get('taints') or []]}")
+            for event in cp.kubectl_json("get", "events", "-n", namespace)["items"][-10:]:
+                lines.append(f"  event {event['reason']} {event['involvedObject']['name']}: {event.get('message')}")
+        except Exception as exc:  # noqa: BLE001 - a diagnostic must not hide the timeout
+            lines.append(f"  (pods and events not read: {exc})")
+        return "\n".join(lines)
+
     def stop(self) -> list[dict]:
+        self.stopping.set()
         self.proc.terminate()
         try:
             self.proc.wait(10)
@@ -102,12 +170,16 @@ def wait_health(cp: ControlPlane, watch: Watch, status: str, timeout: float = 18
     """Until the newest captured version evaluates to ``status``; returns that version."""
 
     def newest() -> dict | None:
+        watch.poll(cp)
         objects = watch.snapshot()
         if objects and luahealth.evaluate(objects[-1])["status"] == status:
             return objects[-1]
         return None
 
-    return cp.wait_for(newest, timeout=timeout, message=message or f"health {status}")
+    try:
+        return cp.wait_for(newest, timeout=timeout, message=message or f"health {status}")
+    except TimeoutError as err:
+        raise TimeoutError(f"{err}\n{watch.explain(cp)}") from None
 
 
 def keep(name: str, objects: list[dict]) -> None:
