@@ -137,12 +137,13 @@ class PodWatch:
         self.proc.wait(10)
         self.thread.join(5)
 
-    def deletion_grace(self, name: str) -> Any:
-        """deletionGracePeriodSeconds of the pod's first event with a deletionTimestamp: the
-        grace of the DELETE that started its deletion (kwok, as a kubelet does, finishes it
-        later with grace 0 once the containers are stopped); None if it was never deleted."""
+    def deletion_grace(self, pod: str) -> Any:
+        """deletionGracePeriodSeconds of the first event with a deletionTimestamp of the pod
+        (its name or uid): the grace of the DELETE that started its deletion (kwok, as a
+        kubelet does, finishes it later with grace 0 once the containers are stopped); None if
+        it was never deleted."""
         for _, obj in self.events:
-            if obj["metadata"]["name"] == name and obj["metadata"].get("deletionTimestamp"):
+            if pod in (obj["metadata"]["name"], obj["metadata"]["uid"]) and obj["metadata"].get("deletionTimestamp"):
                 return obj["metadata"].get("deletionGracePeriodSeconds")
         return None
 

@@ -21,6 +21,7 @@ from typing import Any
 import controlplane
 import yaml
 import pytest
+from test_presync_guarantees import PodWatch
 from test_presync_hook import HASH, LOCK, App, _spawn, _token_kubeconfig, _wait_paused, desired_hashes, rendered
 from test_removed_groups import groups, two_groups, without_big
 
@@ -119,8 +120,11 @@ def _demo(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_changed_group_is_replaced_in_batches_and_the_rest_keeps_its_pods(app: HookApp, plane):
-    before = _start(app, replace_groups("1"))
-    app.write(with_big_image(replace_groups("1")))
+    base = replace_groups("1")
+    # each stale pod goes with its own grace period: Ray (2.60) drains its node on SIGTERM for it
+    base["spec"]["workerGroupSpecs"][1]["template"]["spec"]["terminationGracePeriodSeconds"] = 11
+    before = _start(app, base)
+    app.write(with_big_image(base))
     objs, _, plan = app.render()
     _, status = app.status()
     (entry,) = [c for c in status["clusters"] if c["name"] == "demo"]
@@ -129,9 +133,15 @@ def test_changed_group_is_replaced_in_batches_and_the_rest_keeps_its_pods(app: H
     assert entry["replace"] == {"maxUnavailable": "1", "kept": ["head", "small"], "groups": [
         {"group": "big", "change": "changed", "pods": {"min": 2, "max": 2}, "atATime": 1}]}, entry
     started = time.monotonic()
-    with ReadyWatch(app, "big") as watch:
-        res = app.presync(plan)
+    pod_watch = PodWatch(app)
+    try:
+        with ReadyWatch(app, "big") as watch:
+            res = app.presync(plan)
+    finally:
+        pod_watch.stop()
     wall = time.monotonic() - started
+    graces = {uid: pod_watch.deletion_grace(uid) for uid in before["big"]}
+    assert set(graces.values()) == {11}, graces
     report = json.loads(res.stdout)
     demo = _demo(report)
     assert demo["decision"] == "replace" and demo["outcome"] == "replaced", (plane.kuberay, demo)
