@@ -29,6 +29,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 import uuid
 from datetime import datetime
@@ -184,17 +185,37 @@ class RayHead:
     def submit(self) -> str:
         """A real ``ray job submit``: a job that runs until :meth:`finish`; its submission id,
         once Ray reports it RUNNING."""
-        self.ready()
         ident = f"raysubmit_e2e_{uuid.uuid4().hex[:8]}"
         marker = self.tmp / f"{ident}.done"
-        wait = f"import os, time; [time.sleep(0.2) for _ in iter(lambda: os.path.exists({str(marker)!r}), True)]"
-        res = self.in_netns(str(self.venv / "bin" / "ray"), "job", "submit", "--address",
-                            f"http://127.0.0.1:{DASHBOARD_PORT}", "--submission-id", ident, "--no-wait", "--",
-                            "python", "-c", wait)
-        if res.returncode != 0:
-            raise RuntimeError(f"ray job submit failed: {res.stdout}\n{res.stderr}")
+        self._submit(ident, f"import os, time; [time.sleep(0.2) for _ in iter(lambda: os.path.exists({str(marker)!r}), True)]")
         wait_for(lambda: self.status(ident) == "RUNNING", timeout=120, interval=0.5, message=f"job {ident} RUNNING")
         return ident
+
+    def submit_task(self, resource: str, seconds: float) -> str:
+        """A job whose one task needs ``resource`` (a :class:`RayWorker`'s) and sleeps
+        ``seconds``, never retried: the job SUCCEEDS only if the task ran to its end on that
+        node. Its submission id, once the task runs."""
+        ident = f"raysubmit_e2e_{uuid.uuid4().hex[:8]}"
+        started = self.tmp / f"{ident}.started"
+        self._submit(ident, "\n".join([
+            "import pathlib, time, ray",
+            "ray.init()",
+            f"@ray.remote(resources={{{resource!r}: 1}}, num_cpus=1, max_retries=0)",
+            "def work():",
+            f"    pathlib.Path({str(started)!r}).write_text('')",
+            f"    time.sleep({seconds})",
+            "    return 'done'",
+            "print(ray.get(work.remote()))"]))
+        wait_for(started.exists, timeout=120, interval=0.3, message=f"the task of job {ident} running")
+        return ident
+
+    def _submit(self, ident: str, code: str) -> None:
+        self.ready()
+        res = self.in_netns(str(self.venv / "bin" / "ray"), "job", "submit", "--address",
+                            f"http://127.0.0.1:{DASHBOARD_PORT}", "--submission-id", ident, "--no-wait", "--",
+                            "python", "-c", code)
+        if res.returncode != 0:
+            raise RuntimeError(f"ray job submit failed: {res.stdout}\n{res.stderr}")
 
     def status(self, ident: str) -> str | None:
         doc = self._get(f"/api/jobs/{ident}")
@@ -207,6 +228,91 @@ class RayHead:
             wait_for(lambda: self.status(ident) == "SUCCEEDED", timeout=60, interval=0.3,
                      message=f"job {ident} SUCCEEDED")
         return time.time()
+
+
+class RayWorker:
+    """A Ray worker node joined to a head (in the head's network namespace, on ports of its
+    own) that stands for one worker pod: :meth:`follow` acts as the pod's kubelet would once
+    the pod is deleted, SIGTERM to ``ray start --block`` (Ray's own drain: it marks its node
+    draining and waits until the node is idle, ``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S``),
+    SIGKILL once the DELETE's grace period is over, at once for grace 0."""
+
+    def __init__(self, head: RayHead, resource: str):
+        self.head, self.resource = head, resource
+        self.tmp = Path(f"{head.tmp}w")
+        self.proc: subprocess.Popen | None = None
+        self.grace: int | None = None  # the DELETE's grace, once seen
+        self.exited_after: float | None = None  # seconds from the signal to the process's end
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "RayWorker":
+        self.head.ready()
+        self.tmp.mkdir(parents=True, exist_ok=True)
+        log = open(self.head.log_dir / "ray-worker.log", "ab")
+        self.proc = subprocess.Popen(
+            ["ip", "netns", "exec", self.head.netns, str(self.head.venv / "bin" / "ray"), "start", "--block",
+             "--address=127.0.0.1:6379", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+             f"--resources={json.dumps({self.resource: 1})}", "--disable-usage-stats", f"--temp-dir={self.tmp}",
+             "--dashboard-agent-listen-port=52366", "--min-worker-port=20002", "--max-worker-port=29999"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=self.head._env(),
+            start_new_session=True)
+        log.close()
+
+        def joined() -> bool:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ray start (worker) exited {self.proc.returncode}: see ray-worker.log")
+            nodes = self.head._get("/nodes?view=summary")
+            return bool(nodes) and sum(1 for n in nodes["data"]["summary"] if n["raylet"]["state"] == "ALIVE") >= 2
+
+        wait_for(joined, timeout=120, interval=1, message="the Ray worker node joined the head")
+        return self
+
+    def log(self) -> str:
+        return (self.head.log_dir / "ray-worker.log").read_text(errors="replace")
+
+    def follow(self, plane: ControlPlane, namespace: str, uid: str) -> None:
+        """From now on, the pod ``uid``'s deletion ends this node as its kubelet would."""
+
+        def run() -> None:
+            pod: dict[str, Any] | None = None
+            while pod is None:
+                items = plane.kubectl_json("get", "pods", "-n", namespace)["items"]
+                pod = next((p for p in items if p["metadata"]["uid"] == uid
+                            and p["metadata"].get("deletionTimestamp")), None)
+                if pod is None and not any(p["metadata"]["uid"] == uid for p in items):
+                    self.grace = 0  # gone at once: a DELETE with grace 0, the containers killed
+                    break
+                time.sleep(0.2)
+            if pod is not None:
+                self.grace = pod["metadata"].get("deletionGracePeriodSeconds", 30)
+            self.stop(self.grace)
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def stop(self, grace: float) -> None:
+        assert self.proc is not None
+        started = time.monotonic()
+        if grace > 0:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(grace)
+            except subprocess.TimeoutExpired:
+                pass
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.exited_after = round(time.monotonic() - started, 1)
+
+    def wait(self, timeout: float) -> None:
+        """Until :meth:`follow`'s pod was deleted and the node ended."""
+        assert self._thread is not None
+        self._thread.join(timeout)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 def with_dashboard(obj: dict[str, Any], **annotations: str) -> dict[str, Any]:

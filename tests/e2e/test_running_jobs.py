@@ -2,7 +2,8 @@
 real control plane with a real Ray head (tests/e2e/rayhead.py: Ray from requirements/ray.txt,
 answering on the head pod's IP in a network namespace of its own) and real jobs submitted with
 ``ray job submit``. The hook runs as a process with the rendered Role's token only, asking the
-head through the API server's service proxy.
+head through the API server's service proxy. Under ReplaceGroups a real Ray worker node stands
+for a worker pod (rayhead.RayWorker): Ray drains it on the pod's SIGTERM.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 import rayhead
 from rayhead import POLICY, WAIT_SECONDS, epoch, hook_lines, make_not_ready, with_dashboard
+from controlplane import TERMINATE_AFTER
 from test_presync_hook import LOCK, App, _token_kubeconfig, desired_hashes, raycluster, rendered
 
 pytestmark = pytest.mark.e2e
@@ -37,17 +39,17 @@ class JobsApp:
         self.app.running_jobs = "wait"  # the default, written out: this head answers
         self.head, self.tmp, self.jobs = head, tmp, []
 
-    def start(self, **annotations: str) -> set[str]:
+    def start(self, obj: dict[str, Any] | None = None, pods: int = 3, **annotations: str) -> set[str]:
         app = self.app
-        app.sync(with_dashboard(raycluster(image=OLD), **annotations))
-        app.wait_pods(count=3)
+        app.sync(with_dashboard(obj or raycluster(image=OLD), **annotations))
+        app.wait_pods(count=pods)
         self.head.serve_head(app.plane, app.ns)
         return app.uids()
 
-    def change(self, **annotations: str) -> tuple[list[dict[str, Any]], Path, str]:
-        """The image change in Git; the manifests, the plan, and a kubeconfig of the hook's own
-        ServiceAccount with the rendered Role and RoleBinding applied."""
-        self.app.write(with_dashboard(raycluster(image=NEW), **annotations))
+    def change(self, obj: dict[str, Any] | None = None, **annotations: str) -> tuple[list[dict[str, Any]], Path, str]:
+        """The image change in Git (or ``obj``); the manifests, the plan, and a kubeconfig of
+        the hook's own ServiceAccount with the rendered Role and RoleBinding applied."""
+        self.app.write(with_dashboard(obj or raycluster(image=NEW), **annotations))
         objs, hooks, plan = self.app.render()
         self.app.plane.apply([h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")],
                              namespace=self.app.ns)
@@ -168,3 +170,48 @@ def test_a_head_that_is_not_ready_is_not_asked_and_the_hook_says_why(jobs_app: J
     said = next(l["msg"] for l in hook_lines(res.stderr) if l["step"] == "jobs")
     assert said == f"going on: head pod {head['metadata']['name']} is not Ready: no Ray job can be running there"
     assert jobs_app.head.status(job) == "RUNNING" and uids.isdisjoint(app.uids())
+
+
+def _one_worker(image: str) -> dict[str, Any]:
+    """Head + one worker (group ``small``) under ReplaceGroups, policy proceed; the worker's
+    image is ``image``, its grace period 40 s, and kwok takes 20 s to end it once deleted."""
+    obj = raycluster(image=OLD, replicas=1, strategy="ReplaceGroups")
+    template = obj["spec"]["workerGroupSpecs"][0]["template"]
+    template["spec"]["containers"][0]["image"] = image
+    template["spec"]["terminationGracePeriodSeconds"] = 40
+    template["metadata"] = {"annotations": {TERMINATE_AFTER: "20s"}}
+    obj["metadata"]["annotations"][POLICY] = "proceed"
+    return obj
+
+
+def test_under_replace_groups_ray_drains_the_replaced_worker_and_its_task_ends(jobs_app: JobsApp):
+    """A real Ray worker node stands for the worker pod and runs a task of 12 s, never retried
+    (docs/presync.md "Draining a worker"): the hook replaces the pod (policy proceed: it does
+    not wait for the job), deleting it with its own grace period; the pod's SIGTERM makes Ray
+    drain the node, so the task ends and the job SUCCEEDS. A DELETE with grace 0 would be a
+    SIGKILL: the node dies under the task and the job fails."""
+    app, head = jobs_app.app, jobs_app.head
+    worker = rayhead.RayWorker(head, "rgworker")
+    try:
+        worker.start()
+        jobs_app.start(_one_worker(OLD), pods=2)
+        (old,) = [p for p in app.pods() if p["metadata"]["labels"]["ray.io/group"] == "small"]
+        worker.follow(app.plane, app.ns, old["metadata"]["uid"])
+        job = head.submit_task("rgworker", 12)
+        objs, plan, kubeconfig = jobs_app.change(_one_worker(NEW))
+        t0 = time.monotonic()
+        res = app.presync(plan, kubeconfig=kubeconfig)
+        (cluster,) = json.loads(res.stdout)["clusters"]
+        assert cluster["decision"] == "replace" and cluster["outcome"] == "replaced", cluster
+        worker.wait(60)
+        assert worker.grace == 40, worker.grace
+        app.plane.wait_for(lambda: head.status(job) in ("SUCCEEDED", "FAILED"), timeout=60,
+                           message=f"job {job} ended")
+        log, ended = worker.log(), head.status(job)
+        assert ended == "SUCCEEDED", f"job {ended}; the worker's log:\n{log[-3000:]}"
+        assert "received SIGTERM. Draining" in log and "finished draining" in log, log[-3000:]
+        assert worker.exited_after is not None and worker.exited_after < 40
+        print(f"\nthe replaced worker drained by Ray in {worker.exited_after} s (its task's end), "
+              f"the hook done in {time.monotonic() - t0:.1f} s")
+    finally:
+        worker.close()
