@@ -31,9 +31,10 @@ DOC = Path(__file__).resolve().parents[1] / "docs" / "pod-fields.md"
 MARK = "<!-- pod-fields-table -->"
 STRATEGY_ANNOTATION = "raygitops.dev/upgrade-strategy"
 
-# The operators the oracle runs on: one line each (the e2e control plane builds
-# bin/ray-operator-<version>; tests/e2e/versions.env).
-OPERATORS = ("v1.5.0", "v1.6.2")
+# The operators the oracle runs on: every line the e2e control plane builds
+# (bin/ray-operator-<version>; tests/e2e/versions.env: KUBERAY_OLDER_VERSIONS, KUBERAY_VERSION,
+# KUBERAY_NEXT_VERSION).
+OPERATORS = ("v1.1.1", "v1.2.2", "v1.3.2", "v1.4.2", "v1.5.0", "v1.6.2")
 
 # ---------------------------------------------------------------------------------------------
 # The fields of a CRD
@@ -340,6 +341,28 @@ def in_schema(path: str, spec_schema: dict[str, Any]) -> bool:
     return path in fields(spec_schema) or any(f.startswith(path + ".") for f in fields(spec_schema))
 
 
+def context_fields(context: str) -> list[str]:
+    """The fields (paths of :func:`fields`) a context sets beyond the plain cluster."""
+
+    def flat(node: Any, prefix: str, depth: int) -> dict[str, Any]:
+        if not isinstance(node, dict) or depth > STRUCT_DEPTH:
+            return {prefix.rstrip("."): node}
+        out: dict[str, Any] = {}
+        for name, child in node.items():
+            if name != "template":
+                out.update(flat(child, f"{prefix}{name}.", depth + 1))
+        return out
+
+    plain, other = flat(cluster("c", "plain")["spec"], "", 0), flat(cluster("c", context)["spec"], "", 0)
+    return sorted(p for p in other if other[p] != plain.get(p))
+
+
+def applies(s: Sample, spec_schema: dict[str, Any]) -> bool:
+    """Whether an operator with this CRD can be asked ``s``: its field and its context's exist
+    (an older CRD lacks e.g. ``autoscalerOptions.version``, the "autoscaler v2" context)."""
+    return all(in_schema(p, spec_schema) for p in [s.path, *context_fields(s.context)])
+
+
 # ---------------------------------------------------------------------------------------------
 # Pods as the operator built them
 
@@ -349,10 +372,19 @@ OPERATOR_BOOKKEEPING = ("ray.io/upgrade-strategy-recreate-hash",)  # its spec ha
 TOKEN_VOLUME = re.compile(r"kube-api-access-[a-z0-9]+")
 
 
+RAY_START = re.compile(r"(ray start)((?:[ \t]+-[^\s;]+)+)")
+
+
+def _ray_start_sorted(text: str) -> str:
+    """The flags of a ``ray start`` command line in sorted order: KubeRay 1.1 and 1.2 write
+    them in a Go map's order, different from one pod to the next (1.3 sorts them)."""
+    return RAY_START.sub(lambda m: m.group(1) + "  " + "  ".join(sorted(m.group(2).split())), text)
+
+
 def shape(pod: dict[str, Any], cluster_name: str, cluster_uid: str) -> str:
     """A pod as comparable text: names, node placement, the ServiceAccount token volume, the
-    per-pod identity labels and the operator's spec hash aside; the cluster's name and uid
-    replaced, so that two clusters' pods compare."""
+    per-pod identity labels and the operator's spec hash aside, ``ray start``'s flags sorted;
+    the cluster's name and uid replaced, so that two clusters' pods compare."""
     meta = pod["metadata"]
     labels = {k: v for k, v in (meta.get("labels") or {}).items() if k not in IDENTITY_LABELS}
     annotations = {k: v for k, v in (meta.get("annotations") or {}).items()
@@ -365,6 +397,12 @@ def shape(pod: dict[str, Any], cluster_name: str, cluster_uid: str) -> str:
         for container in spec.get(key) or []:
             container["volumeMounts"] = [m for m in container.get("volumeMounts") or []
                                          if not TOKEN_VOLUME.fullmatch(m["name"])]
+            for words in ("command", "args"):
+                if container.get(words):
+                    container[words] = [_ray_start_sorted(w) for w in container[words]]
+            for env in container.get("env") or []:
+                if "value" in env:
+                    env["value"] = _ray_start_sorted(env["value"])
     text = json.dumps({"labels": labels, "annotations": annotations, "finalizers": meta.get("finalizers"),
                        "spec": spec}, sort_keys=True)
     return text.replace(cluster_uid, "<uid>").replace(cluster_name, "<cluster>")

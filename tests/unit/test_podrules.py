@@ -5,6 +5,7 @@ predicts (the real operators measure it: tests/e2e/test_pod_oracle.py)."""
 from __future__ import annotations
 
 import copy
+import re
 import sys
 from pathlib import Path
 
@@ -187,6 +188,17 @@ def test_documented_table_is_what_raygitops_predicts() -> None:
     assert {s.key for s in podoracle.SAMPLES} == {k for k, _ in documented}
 
 
+def test_the_oracle_measures_every_operator_the_tests_build() -> None:
+    """A KubeRay line added to tests/e2e/versions.env is measured by the oracle too, and has
+    its column in docs/pod-fields.md."""
+    pins = (Path(__file__).resolve().parents[1] / "e2e" / "versions.env").read_text()
+    built = [*re.search(r'^KUBERAY_OLDER_VERSIONS="([^"]*)"', pins, re.M).group(1).split(),
+             re.search(r"^KUBERAY_VERSION=(\S+)", pins, re.M).group(1),
+             re.search(r"^KUBERAY_NEXT_VERSION=(\S+)", pins, re.M).group(1)]
+    assert list(podoracle.OPERATORS) == built
+    assert {o for _, o in podoracle.documented()} == set(built)
+
+
 def _impact(s: podoracle.Sample, version: str | None):
     import yaml
 
@@ -217,3 +229,21 @@ def test_the_preview_says_which_version_answers_otherwise() -> None:
                            "idleTimeoutSeconds is set") and note.endswith("validation.go:750 at v1.6.2)")
     image = _impact(podoracle.sample("template: image | another image (group a) | plain"), None)
     assert not [n for n in image.notes if "not the target" in n]
+
+
+def test_the_oracle_compares_ray_start_flags_in_any_order() -> None:
+    """KubeRay 1.1 and 1.2 write ``ray start``'s flags in a Go map's order, one pod to the
+    next: the oracle's pod shape sorts them, and nothing else."""
+    def pod(args: str, value: str) -> dict:
+        return {"metadata": {"labels": {"ray.io/group": "a"}},
+                "spec": {"containers": [{"name": "ray", "args": [args],
+                                         "env": [{"name": "KUBERAY_GEN_RAY_START_CMD", "value": value}]}]}}
+
+    one = pod("ulimit -n 65536; ray start  --address=c-head-svc:6379  --block  --num-cpus=1 ",
+              "ray start  --address=c-head-svc:6379  --block  --num-cpus=1 ")
+    other = pod("ulimit -n 65536; ray start  --num-cpus=1  --address=c-head-svc:6379  --block ",
+                "ray start  --block  --num-cpus=1  --address=c-head-svc:6379 ")
+    changed = pod("ulimit -n 65536; ray start  --num-cpus=2  --address=c-head-svc:6379  --block ",
+                  "ray start  --block  --num-cpus=2  --address=c-head-svc:6379 ")
+    assert podoracle.shape(one, "c", "u") == podoracle.shape(other, "c", "u")
+    assert podoracle.shape(one, "c", "u") != podoracle.shape(changed, "c", "u")
