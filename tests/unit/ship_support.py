@@ -110,10 +110,12 @@ def built_wheel() -> Path:
 # ----------------------------------------------------------------------------- external inputs
 
 def e2e_versions() -> dict[str, str]:
-    """The pins of tests/e2e/versions.env (NAME=value lines)."""
+    """The pins of tests/e2e/versions.env (NAME=value and NAME="a b" lines, not expanded;
+    tests/e2e/controlplane.py's load_versions evaluates them with bash)."""
     import re
 
-    return dict(re.findall(r"^(\w+)=(\S+)$", (REPO / "tests" / "e2e" / "versions.env").read_text(), re.M))
+    lines = re.findall(r'^(\w+)=(?:"([^"]*)"|(\S+))$', (REPO / "tests" / "e2e" / "versions.env").read_text(), re.M)
+    return {name: quoted or plain for name, quoted, plain in lines}
 
 
 ARGOCD_MODULE = "github.com/argoproj/argo-cd/v3"

@@ -5,7 +5,6 @@ predicts (the real operators measure it: tests/e2e/test_pod_oracle.py)."""
 from __future__ import annotations
 
 import copy
-import re
 import sys
 from pathlib import Path
 
@@ -18,6 +17,9 @@ from raygitops.model.hashing import HashRules, hash_cluster
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import podoracle  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import ship_support  # noqa: E402
 
 V15, V16 = podrules.BY_NAME["1.5"], podrules.BY_NAME["1.6"]
 
@@ -191,10 +193,8 @@ def test_documented_table_is_what_raygitops_predicts() -> None:
 def test_the_oracle_measures_every_operator_the_tests_build() -> None:
     """A KubeRay line added to tests/e2e/versions.env is measured by the oracle too, and has
     its column in docs/pod-fields.md."""
-    pins = (Path(__file__).resolve().parents[1] / "e2e" / "versions.env").read_text()
-    built = [*re.search(r'^KUBERAY_OLDER_VERSIONS="([^"]*)"', pins, re.M).group(1).split(),
-             re.search(r"^KUBERAY_VERSION=(\S+)", pins, re.M).group(1),
-             re.search(r"^KUBERAY_NEXT_VERSION=(\S+)", pins, re.M).group(1)]
+    pins = ship_support.e2e_versions()
+    built = [*pins["KUBERAY_OLDER_VERSIONS"].split(), pins["KUBERAY_VERSION"], pins["KUBERAY_NEXT_VERSION"]]
     assert list(podoracle.OPERATORS) == built
     assert {o for _, o in podoracle.documented()} == set(built)
 

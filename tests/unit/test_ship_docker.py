@@ -91,14 +91,10 @@ def test_multi_stage_with_pinned_bases() -> None:
         assert re.fullmatch(r"(python:3\.\d+\.\d+-slim-\w+|golang:1\.\d+\.\d+-\w+)(@sha256:[0-9a-f]{64})?", image), image
 
 
-def versions_env() -> dict[str, str]:
-    return dict(re.findall(r"^(\w+)=(\S+)$", (REPO / "tests" / "e2e" / "versions.env").read_text(), re.M))
-
-
 def test_helm_and_kustomize_are_the_versions_the_tests_run_with_pinned_hashes() -> None:
     """One set of pins: the Dockerfile's are tests/e2e/versions.env's (the tests run those
     binaries, and tests/image/build.sh feeds them to this Dockerfile, which checks them)."""
-    pinned = versions_env()
+    pinned = ship_support.e2e_versions()
     for key in ("HELM_VERSION", "HELM_MODULE_SUM", "KUSTOMIZE_VERSION", "KUSTOMIZE_MODULE_SUM"):
         assert ARGS[key] == pinned[key], key
     assert re.fullmatch(r"h1:[A-Za-z0-9+/]{43}=", ARGS["HELM_MODULE_SUM"])
