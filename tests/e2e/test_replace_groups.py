@@ -232,7 +232,13 @@ def test_a_pod_that_only_carries_the_label_is_never_deleted(app: HookApp):
     app.plane.apply(stray, namespace=app.ns)
     report = app.sync(without_big(replace_groups()))
     assert _demo(report)["outcome"] == "replaced", report
-    app.plane.wait_for(lambda: groups(app.pods()).get("big") == 1, timeout=60, message="only the stray pod left")
+    try:
+        app.plane.wait_for(lambda: groups(app.pods()).get("big") == 1, timeout=60, message="only the stray pod left")
+    except TimeoutError as err:  # which pods, made when, by whom, going or not (seen once in CI under load)
+        pods = [(p["metadata"]["name"], p["metadata"]["labels"].get("ray.io/group"), p["metadata"]["creationTimestamp"],
+                 [o["kind"] for o in p["metadata"].get("ownerReferences") or []], p["metadata"].get("deletionTimestamp"))
+                for p in app.pods()]
+        raise TimeoutError(f"{err}\npods: {pods}\nhook: {report}") from None
     assert [p["metadata"]["name"] for p in app.pods() if p["metadata"]["labels"]["ray.io/group"] == "big"] == ["stray"]
 
 
