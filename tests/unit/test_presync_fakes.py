@@ -5,7 +5,11 @@ resourceVersions, 409 on a stale precondition, RFC 7386 merge patches, watch str
 toy operator: ``spec.suspend: true`` deletes the pods (at once, or when the test says),
 ``suspend: false`` creates pods from the templates (copying template annotations); with
 ``replaces_pods`` it also replaces a pod the hook deletes on a running cluster, half a
-second later, from the group's current template (what a replacement waits for).
+second later, from the group's current template (what a replacement waits for). The API
+server bumps ``metadata.generation`` on a spec change; the toy operator observes every write at
+once (``status.observedGeneration``) unless a test makes it lag (:meth:`FakeKube.lag`: until
+:meth:`FakeKube.catch_up` it refills from the spec it saw last, as a real operator whose watch
+of the RayCluster is delayed).
 
 Time is simulated by default (:class:`FakeClock`): the hook's waits and the fake's watch
 calls advance it at once, so a test of a 60 s lease or a timed-out drain takes no real
@@ -179,6 +183,7 @@ class FakeKube:
         # (Ray's JobDetails dicts; None: the proxy answers 503, as for a head without one)
         self.ray_jobs: list[dict[str, Any]] | None = []
         self.proxied: list[tuple[str, str, str]] = []  # (namespace, service:port, path) asked
+        self.views: dict[tuple[str, str], dict[str, Any]] = {}  # a lagging operator's last seen cluster
 
     # ---------------------------------------------------------------- helpers for tests
 
@@ -195,9 +200,9 @@ class FakeKube:
                     labels: dict[str, str] | None = None, owner_kind: str | None = None,
                     annotations: dict[str, str] | None = None) -> dict[str, Any]:
         obj = {"apiVersion": "ray.io/v1", "kind": "RayCluster",
-               "metadata": {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()),
+               "metadata": {"name": name, "namespace": namespace, "uid": str(uuid.uuid4()), "generation": 1,
                             "labels": dict(labels or {}), "annotations": dict(annotations or {})},
-               "spec": copy.deepcopy(spec), "status": {"state": "ready"}}
+               "spec": copy.deepcopy(spec), "status": {"state": "ready", "observedGeneration": 1}}
         if owner_kind:
             obj["metadata"]["ownerReferences"] = [{"apiVersion": "ray.io/v1", "kind": owner_kind,
                                                    "name": "owner", "uid": "x", "controller": True}]
@@ -207,8 +212,28 @@ class FakeKube:
             self.create_pods(namespace, name)
         return obj
 
+    def lag(self, name: str, namespace: str = NS) -> None:
+        """From now on the operator sees the cluster as it is now (its watch of it delayed)."""
+        with self.lock:
+            self.views[(namespace, name)] = copy.deepcopy(self.clusters[(namespace, name)])
+
+    def catch_up(self, name: str, namespace: str = NS) -> None:
+        """The delayed watch delivers: the operator sees the cluster as it is, and says so."""
+        with self.lock:
+            self.views.pop((namespace, name), None)
+            obj = self.clusters.get((namespace, name))
+            if obj is not None:
+                self._observe(obj)
+                self._bump(obj)
+
+    def _view(self, namespace: str, name: str) -> dict[str, Any]:
+        return self.views.get((namespace, name)) or self.clusters[(namespace, name)]
+
+    def _observe(self, obj: dict[str, Any]) -> None:
+        obj.setdefault("status", {})["observedGeneration"] = obj["metadata"].get("generation", 1)
+
     def create_pods(self, namespace: str, name: str, hash_override: str | None = None) -> None:
-        spec = self.clusters[(namespace, name)]["spec"]
+        spec = self._view(namespace, name)["spec"]
         groups = [("head", "headgroup", spec["headGroupSpec"], 1)] + [
             ("worker", g["groupName"], g, g.get("replicas", 0)) for g in spec.get("workerGroupSpecs", [])
         ]
@@ -330,10 +355,15 @@ class FakeKube:
             new = merge_apply(obj, patch)
             if not self.crd_has_suspend:
                 new.get("spec", {}).pop("suspend", None)
+            if new.get("spec") != obj.get("spec"):
+                new["metadata"]["generation"] = obj["metadata"].get("generation", 1) + 1
             self._bump(new)
             self.clusters[(namespace, name)] = new
             self.patches.append((name, patch))
-            self._operate(new)
+            if (namespace, name) not in self.views:
+                self._operate(new)
+                if self.operator:
+                    self._observe(new)
             return copy.deepcopy(new)
 
     def list_pods(self, namespace: str, selector: str) -> tuple[list[dict[str, Any]], str]:
@@ -391,9 +421,11 @@ class FakeKube:
         from its current template (a removed group gets none)."""
         with self.lock:
             obj = self.clusters.get((namespace, name))
-            if obj is None or obj["spec"].get("suspend") is True:
+            if obj is None:
                 return
-            spec = obj["spec"]
+            spec = self._view(namespace, name)["spec"]
+            if spec.get("suspend") is True:
+                return
             groups = [("head", "headgroup", spec["headGroupSpec"], 1)] + [
                 ("worker", g["groupName"], g, g.get("replicas", 0)) for g in spec.get("workerGroupSpecs", [])]
             for node_type, group, g, count in groups:

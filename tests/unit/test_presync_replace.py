@@ -399,3 +399,64 @@ def test_diff_says_which_groups_a_replacement_touches(tmp_path):
     (cluster,) = json.loads(diff("--format", "json").stdout)["clusters"]
     assert cluster["class"] == "recreate" and "ReplaceGroups takes the full cycle" in cluster["reason"]
     assert cluster["pods"] == {"min": 7, "max": 7}
+
+
+# ----------------------------------------------------------------------------- the operator's view lags
+
+
+def _replace_run(kube: FakeKube, plan, wait_ready: bool = True):
+    import io
+
+    from raygitops.model.plan import Plan
+    from raygitops.presync.logs import Log
+    from raygitops.presync.run import RunOptions, run
+
+    out = io.StringIO()
+    opts = RunOptions(timeout=60, drain_grace=5, max_parallel=1, wait_ready=wait_ready, lease_seconds=60,
+                      clock=kube.clock)
+    report = run(kube, [Plan(NS, [plan])], opts, Log("json", out))
+    return report, [json.loads(line) for line in out.getvalue().splitlines()]
+
+
+def _groups_of(kube: FakeKube) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for p in kube.pods_of("demo"):
+        group = p["metadata"]["labels"]["ray.io/group"]
+        counts[group] = counts.get(group, 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("wait_ready", [True, False])
+def test_a_removed_group_is_not_reported_gone_before_the_operator_saw_it_removed(wait_ready):
+    """The removed-group race (issue 46): the operator's watch of the RayCluster lags, so after
+    the hook deletes the removed group's pods it refills them from the spec it still sees.
+    The hook reports ``replaced`` only once the operator has observed the spec without the
+    group (status.observedGeneration) and a look after that finds none of its pods; the
+    operator catching up 5 s into the run is when that can first be true."""
+    kube, _ = live_cluster(kube=FakeKube(replaces_pods=True))
+    kube.lag("demo")
+    kube.clock.call_later(5.0, kube.catch_up, "demo")
+    removed = two_groups()
+    removed["workerGroupSpecs"] = removed["workerGroupSpecs"][:1]
+    report, lines = _replace_run(kube, plan_for(removed), wait_ready)
+    (outcome,) = report.outcomes.values()
+    assert outcome.result == cycle.REPLACED, outcome
+    seen = kube.clock.monotonic()
+    kube.clock.advance(10.0)  # every refill the operator had scheduled has run
+    assert _groups_of(kube) == {"headgroup": 1, "small": 2}, (_groups_of(kube), outcome)
+    assert seen >= 5.0  # not before the operator could know
+    assert any("the operator has not yet observed generation" in l["msg"] for l in lines)
+
+
+def test_an_operator_that_never_observes_the_spec_fails_the_replacement_closed():
+    """Without the operator's word that it saw the spec, no success: the run times out failed,
+    saying what it waited for, and leaves the cluster unlocked, never suspended."""
+    kube, _ = live_cluster(kube=FakeKube(replaces_pods=True))
+    kube.lag("demo")
+    removed = two_groups()
+    removed["workerGroupSpecs"] = removed["workerGroupSpecs"][:1]
+    report, _ = _replace_run(kube, plan_for(removed))
+    (outcome,) = report.outcomes.values()
+    assert outcome.result == cycle.FAILED and "not yet observed generation" in outcome.message, outcome
+    live = kube.clusters[(NS, "demo")]
+    assert names.LOCK_ANNOTATION not in live["metadata"]["annotations"] and live["spec"].get("suspend") is not True

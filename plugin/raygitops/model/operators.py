@@ -16,7 +16,14 @@ v1.3.2, v1.4.2, v1.5.0, v1.6.2; the run writes docs/kuberay-versions.md) and rea
   cluster (:mod:`raygitops.model.workloads`);
 - every supported line labels its pods ``ray.io/node-type`` (head/worker) and ``ray.io/group``
   (``headgroup`` for the head), and leaves the pods of a worker group removed from the spec
-  running (kuberay #1739).
+  running (kuberay #1739);
+- every supported line (1.1 to 1.7) writes ``status.observedGeneration`` only together with a
+  status change of another kind (``utils/consistency.go``, ``InconsistentRayClusterStatus``;
+  1.1/1.2 inline in ``raycluster_controller.go``): state, reason, the worker counts (ready from
+  1.5, available, desired, min, max), endpoints, head, conditions (1.3+). So it is proof that the
+  operator's cache holds a spec (:func:`observed`), never a prompt one: a template change alone
+  changes no status, and the proof comes with the next change the pods bring (a removed group's
+  counts at once, replacement pods when they become Ready, the suspend conditions from 1.3).
 
 Which fields each line's RayCluster CRD has is :mod:`raygitops.model.crdschema`'s (the shipped
 schemas); this module holds the behaviour.
@@ -97,6 +104,24 @@ def upgrade_notes(base: str | None, head: str | None) -> list[str]:
     if newer == base:
         notes.append(f"KubeRay {head}'s CRD drops the fields added after it: render checks against its schema")
     return notes
+
+
+def observed(live: dict[str, Any] | None, generation: int | None) -> bool:
+    """Whether the operator has reconciled the RayCluster from a spec at least as new as
+    ``generation`` (``status.observedGeneration``; its reconciles of one cluster never overlap
+    and its cache only moves forward, so every pod it creates from then on is made from that
+    spec or a newer one). None: nothing to wait for."""
+    if generation is None:
+        return True
+    seen = observed_generation(live)
+    return seen is not None and seen >= generation
+
+
+def observed_generation(live: dict[str, Any] | None) -> int | None:
+    """``status.observedGeneration``, where the operator wrote one."""
+    status = (live or {}).get("status")
+    seen = status.get("observedGeneration") if isinstance(status, dict) else None
+    return seen if isinstance(seen, int) else None
 
 
 # What the hook says when the live RayCluster CRD dropped its spec.suspend write: an operator

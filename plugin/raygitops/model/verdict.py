@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raygitops.model import lock as locks
-from raygitops.model import native, podrules, pods
+from raygitops.model import native, operators, podrules, pods
 from raygitops.model.configrefs import DRIFTS, HASH_ANNOTATIONS
 from raygitops.model.crddefaults import strip_defaults
 from raygitops.model.hashing import NEWEST, GroupHashes, HashRules, digest_of, hash_cluster, is_hash, scheme_of
@@ -425,6 +425,38 @@ def ready_for(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, 
     if unready:
         return False, f"{len(unready)} of {len(own)} pods not Ready ({', '.join(sorted(unready)[:3])})"
     return True, f"{len(own)} pods Ready with the desired hashes"
+
+
+def leftovers(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, Any]]) -> list[str]:
+    """The cluster's own pods, terminating ones included, that a finished recreate or
+    replacement must not have left: a pod of a group the desired spec no longer has, or one
+    not made from its group's desired template (names, sorted). A pod that merely carries the
+    cluster's label is not its own and never counts."""
+    uid = meta(live).get("uid")
+    desired = plan.hashes.groups()
+    return sorted(meta(p).get("name", "") for p in pod_list if pods.owned_by(p, uid)
+                  and ((key := pods.group_key(p)) is None or key not in desired or not runs_desired(p, plan, key)))
+
+
+def end_state(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, Any]], generation: int | None,
+              ready: bool) -> tuple[bool, str]:
+    """Whether what a recreate or a replacement reports holds, live: the operator has observed
+    the spec the hook wrote (``generation``: :func:`raygitops.model.operators.observed`), no
+    pod of a removed group or of an old template is left (:func:`leftovers`), and with
+    ``ready`` the pods the spec asks for are Ready (:func:`ready_for`, :func:`cluster_ready`).
+    The reason, in words, when it does not."""
+    if not operators.observed(live, generation):
+        seen = operators.observed_generation(live)
+        return False, (f"the operator has not yet observed generation {generation} "
+                       f"(status.observedGeneration {'unset' if seen is None else seen})")
+    left = leftovers(plan, live, pod_list)
+    if left:
+        return False, f"{len(left)} pods of a removed group or an old template left ({', '.join(left[:5])})"
+    if not ready:
+        return True, "no pod of a removed group or an old template left; readiness not checked"
+    pods_ok, pods_msg = ready_for(plan, live, pod_list)
+    cluster_ok, cluster_msg = cluster_ready(live)
+    return pods_ok and cluster_ok, f"{pods_msg}, {cluster_msg}" if pods_ok and cluster_ok else f"{pods_msg}; {cluster_msg}"
 
 
 def cluster_ready(live: dict[str, Any]) -> tuple[bool, str]:

@@ -93,6 +93,8 @@ class State:
     jobs_cleared: bool = False  # the jobs step let this run's cycle go on (presync/runningjobs.py)
     deleted: dict[str, int] = field(default_factory=dict)  # ReplaceGroups: pods deleted per group
     removed_deleted: int = 0  # pods of removed groups deleted
+    written_generation: int | None = None  # metadata.generation of our last spec write
+    observe: int | None = None  # the generation the operator must have observed before a success
     progress: str = ""  # the replacement's last progress line
     replace_delays: Iterator[float] = field(default_factory=polling.waiting)  # its next sleeps
 

@@ -298,23 +298,24 @@ def replace_batch(c: Context, s: State) -> None:
         c.event(s, events.STARTED, f"raygitops replaces the pods of {what} (head kept): {s.decision.reason}")
         return
     batch = replace.next_batch(c.plan, s.live, c.pods(), lock.groups)
-    if batch.done:
-        s.replaced = True
+    if batch.done and operators.observed(s.live, s.observe):
+        s.replaced = True  # read after the operator observed our spec: it makes no stale pod any more
         return
     if c.left() <= 0:
-        s.failure = f"timed out replacing worker pods: {batch.describe()}"
+        s.failure = f"timed out replacing worker pods: {_replace_progress(s, batch)}"
         c.log.error(c.key, "replace", s.failure)
         s.replaced = True  # no more batches: unlock, recording the failure
         return
     for pod in batch.delete:
         name, group = objmeta.meta(pod).get("name", ""), (pods.group_key(pod) or ":").split(":", 1)[1]
         if c.kube.delete_pod(c.ns, name, objmeta.meta(pod).get("uid")):
+            s.observe = s.written_generation  # the operator fills the gap from its own view of the spec
             if group in s.groups or group in c.plan.spec.workers:
                 s.deleted[group] = s.deleted.get(group, 0) + 1
             else:
                 s.removed_deleted += 1
             c.log.info(c.key, "replace", f"deleted pod {name} of group {group}")
-    progress = batch.describe()
+    progress = _replace_progress(s, batch)
     if progress != s.progress or batch.delete:
         if progress != s.progress:
             c.log.info(c.key, "replace", f"waiting: {progress}")
@@ -328,7 +329,7 @@ def replace_batch(c: Context, s: State) -> None:
 
 def wait_ready_and_unlock(c: Context, s: State) -> None:
     if s.failure is None:
-        _wait_ready(c, s)
+        _verify(c, s)
     _unlock(c, s)
 
 
@@ -373,6 +374,7 @@ def _resume(c: Context, s: State) -> None:
         c.patch(s, patches.resume_patch(s.live, c.plan, c.my_lock(s).at(locks.RESUMED, c.clock.now())))
 
     retry.on_conflict(write, "resuming")
+    s.written_generation = s.observe = objmeta.meta(s.live).get("generation")  # the operator makes every pod
     if s.drain_zero_at is not None and s.drain_to_resume is None:
         s.drain_to_resume = c.clock.monotonic() - s.drain_zero_at
     s.recreated = True
@@ -391,11 +393,15 @@ def _start_replacing(c: Context, s: State, lock: locks.Lock) -> str:
     operator creates runs the new template. What is replaced, in words (the first turn of
     :func:`replace_batch` announces it in Event ``RecreateStarted``; a takeover of a
     replacement is no new start)."""
+    taken_over = lock.phase == locks.REPLACING  # its holder may have deleted pods the operator refills
     lock = replace_lock(lock, s.groups, c.clock.now())
     if s.started is None:
         s.started = c.clock.monotonic()
     c.make_config_live()
     c.patch(s, patches.resume_patch(s.live, c.plan, lock))
+    s.written_generation = objmeta.meta(s.live).get("generation")
+    if taken_over:
+        s.observe = s.written_generation
     lease.written(c)
     kept = ["head"] + [f"group {g}" for g in sorted(c.plan.spec.workers) if g not in s.groups]
     what = f"worker groups {', '.join(s.groups) or '(removed groups only)'}"
@@ -421,27 +427,41 @@ def _summary(c: Context, s: State) -> str:
                            [g for g in c.plan.spec.workers if g not in s.groups])
 
 
-def _wait_ready(c: Context, s: State) -> None:
+def _replace_progress(s: State, batch: replace.Batch) -> str:
+    """Where a replacement stands: its groups, and whether the operator has observed the spec
+    (no stale pod left is not done before it has: it may still refill from an older one)."""
+    if operators.observed(s.live, s.observe):
+        return batch.describe()
+    seen = operators.observed_generation(s.live)
+    waiting = (f"the operator has not yet observed generation {s.observe} "
+               f"(status.observedGeneration {'unset' if seen is None else seen})")
+    return f"no stale pod left; {waiting}" if batch.done else f"{batch.describe()}; {waiting}"
+
+
+def _verify(c: Context, s: State) -> None:
+    """Until the end state the run will report holds live (:func:`raygitops.model.verdict.end_state`:
+    the operator observed our spec, no pod of a removed group or an old template left, and,
+    with ``--wait-ready``, the pods Ready); at the deadline or a stop request the run fails,
+    saying what did not hold. Another hook's cycle finished by this run is not ours to verify:
+    the drift is checked again after it."""
     lock = c.my_lock(s)
-    if not c.opts.wait_ready or lock.target != c.target:
+    if lock.target != c.target:
         return
     last = ""
     delays = polling.waiting()
     while True:
-        pods_ok, pods_msg = verdict.ready_for(c.plan, s.live, c.pods())
-        ready, ready_msg = verdict.cluster_ready(s.live)
-        if pods_ok and ready:
-            c.log.info(c.key, "wait-ready", f"ready: {pods_msg}, {ready_msg}")
+        held, message = verdict.end_state(c.plan, s.live, c.pods(), s.observe, c.opts.wait_ready)
+        if held:
+            c.log.info(c.key, "verify", f"end state seen live: {message}")
             return
-        message = f"{pods_msg}; {ready_msg}"
         if message != last:
-            c.log.info(c.key, "wait-ready", f"waiting: {message}")
+            c.log.info(c.key, "verify", f"waiting: {message}")
             last = message
             delays = polling.waiting()  # something moved: look soon
         if c.left() <= 0 or c.opts.stop.is_set():
             why = "interrupted (SIGTERM/SIGINT)" if c.opts.stop.is_set() else "timed out"
-            s.failure = f"{why} waiting for the cluster to be ready ({message})"
-            c.log.error(c.key, "wait-ready", s.failure)
+            s.failure = f"{why} waiting for the end state ({message})"
+            c.log.error(c.key, "verify", s.failure)
             c.get(s)
             return
         c.clock.wait(next(delays), c.opts.stop)
