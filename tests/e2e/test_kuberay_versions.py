@@ -38,6 +38,7 @@ import controlplane
 from raygitops.model import operators
 from test_presync_hook import HASH, LAST, LOCK, App, desired_hashes, raycluster, rendered
 from test_removed_groups import groups, two_groups, without_big
+from test_removed_group_race import force_the_race, operator_behind_proxy
 from test_replace_groups import HookApp, replace_groups, uids_by_group, with_big_image
 
 pytestmark = pytest.mark.e2e
@@ -272,6 +273,13 @@ def test_a_removed_worker_group(control_plane, namespace, tmp_path: Path, versio
     assert demo["outcome"] == "replaced" and demo["drift"]["worker:big"]["how"] == "removed-group", demo
     after = uids_by_group(app.wait_pods(count=3))
     assert "big" not in after and after["headgroup"] == before["headgroup"] and after["small"] == before["small"]
+
+
+def test_the_removed_group_race_is_never_a_false_success(control_plane, namespace, tmp_path: Path, version: str):
+    """tests/e2e/test_removed_group_race.py's forced race, on this operator."""
+    app = HookApp(control_plane, namespace, tmp_path)
+    with operator_behind_proxy(control_plane, tmp_path) as proxy:
+        force_the_race(app, control_plane, proxy)
 
 
 def test_an_operator_whose_crd_has_no_spec_suspend_is_refused(swap_plane, tmp_path: Path):

@@ -24,7 +24,14 @@ its coin toss (``probability``, drawn from a seeded ``random.Random``) is inject
 ``watch-410``  (watch only) forwarded; after ``events`` events an ERROR event with a 410
                Status ("too old resource version") and the stream ends
 ``http-410``   (watch only) 410 Gone as the HTTP response
+``watch-delay``  (watch only) forwarded; each event relayed ``delay`` seconds after it
+               arrived (in order): a client whose view of that resource runs behind
 =============  ===========================================================================
+
+Besides the rules, :meth:`FaultProxy.hold` stops the events of every watch of a resource
+(``rayclusters``, ``pods``) where they are, and :meth:`FaultProxy.release` lets them go on, in
+order: a client (the operator) whose view of one resource is frozen while another moves, the
+order of deliveries a test needs to force a race every time (tests/e2e/test_removed_group_race.py).
 
 Rules are changed at runtime (:meth:`set_rules`, :meth:`add_rule`, :meth:`clear`) and are
 thread-safe.  :attr:`stats` counts requests by ``verb resource`` and faults by kind.
@@ -38,6 +45,7 @@ import base64
 import collections
 import http.client
 import json
+import queue
 import random
 import socket
 import socketserver
@@ -54,8 +62,9 @@ from typing import Any, Iterable
 
 import yaml
 
-FAULT_KINDS = ("429", "500", "503", "reset", "reset-after", "latency", "watch-end", "watch-410", "http-410")
-WATCH_ONLY = frozenset({"watch-end", "watch-410", "http-410"})
+FAULT_KINDS = ("429", "500", "503", "reset", "reset-after", "latency", "watch-end", "watch-410", "http-410",
+               "watch-delay")
+WATCH_ONLY = frozenset({"watch-end", "watch-410", "http-410", "watch-delay"})
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
                         "trailer", "trailers", "transfer-encoding", "upgrade", "host", "content-length"})
 
@@ -207,6 +216,8 @@ class FaultProxy:
         self.port = self._server.server_address[1]
         self._thread: threading.Thread | None = None
         self._kubeconfig_dir: tempfile.TemporaryDirectory | None = None
+        self._held: set[str] = set()
+        self._released = threading.Condition(self._lock)
 
     # --- lifecycle
 
@@ -278,6 +289,21 @@ class FaultProxy:
                     self.stats.faults[rule.kind] += 1
                     return rule
         return None
+
+    def hold(self, *resources: str) -> None:
+        """Stop relaying watch events of ``resources`` (they wait, in order, until released)."""
+        with self._lock:
+            self._held.update(resources)
+
+    def release(self, *resources: str) -> None:
+        with self._lock:
+            self._held.difference_update(resources)
+            self._released.notify_all()
+
+    def _wait_released(self, resource: str) -> None:
+        with self._lock:
+            while resource in self._held:
+                self._released.wait(1.0)
 
     def _count_event(self) -> None:
         with self._lock:
@@ -430,7 +456,7 @@ class _Handler(BaseHTTPRequestHandler):
             if self.command == "HEAD":
                 return
             if verb == "watch" and upstream.status == 200:
-                self._relay_watch(upstream, rule, conn)
+                self._relay_watch(upstream, rule, conn, resource)
             else:
                 while True:
                     data = upstream.read1(65536)
@@ -447,7 +473,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
-    def _relay_watch(self, upstream: http.client.HTTPResponse, rule: Rule | None, conn: http.client.HTTPSConnection) -> None:
+    def _relay_watch(self, upstream: http.client.HTTPResponse, rule: Rule | None, conn: http.client.HTTPSConnection,
+                     resource: str) -> None:
         proxy = self.server.proxy
         kind = rule.kind if rule else None
         protobuf = "protobuf" in (upstream.getheader("Content-Type") or "")
@@ -464,21 +491,46 @@ class _Handler(BaseHTTPRequestHandler):
             timer = threading.Timer(rule.after, cut)
             timer.daemon = True
             timer.start()
+        arrivals = _arrivals(upstream, protobuf)
         try:
             while True:
                 if kind in ("watch-end", "watch-410") and events >= rule.events:
                     if kind == "watch-410":
                         self._chunk(gone_frame() if protobuf else GONE_EVENT)
                     return
-                try:
-                    line = read_event(upstream, protobuf)
-                except (OSError, ValueError, http.client.HTTPException):
-                    line = b""
+                arrived, line = arrivals.get()
                 if not line:
                     return
+                if kind == "watch-delay":
+                    time.sleep(max(0.0, arrived + rule.delay - time.monotonic()))
+                proxy._wait_released(resource)
                 events += 1
                 proxy._count_event()
                 self._chunk(line)
         finally:
             if timer is not None:
                 timer.cancel()
+            if conn.sock is not None:  # ends the reader too
+                try:
+                    conn.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+
+def _arrivals(upstream: http.client.HTTPResponse, protobuf: bool) -> "queue.Queue[tuple[float, bytes]]":
+    """The watch's events as they arrive, each with its ``time.monotonic()``, read by a thread
+    of their own (so a held or delayed relay does not delay their arrival); ``b""`` at the end."""
+    arrivals: "queue.Queue[tuple[float, bytes]]" = queue.Queue()
+
+    def read() -> None:
+        while True:
+            try:
+                line = read_event(upstream, protobuf)
+            except (OSError, ValueError, http.client.HTTPException):
+                line = b""
+            arrivals.put((time.monotonic(), line))
+            if not line:
+                return
+
+    threading.Thread(target=read, name="faultproxy-watch-reader", daemon=True).start()
+    return arrivals

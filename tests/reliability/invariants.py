@@ -159,9 +159,10 @@ def pods_on_target(pods: Iterable[dict[str, Any]], cluster: str, target: dict[st
 def false_successes(report: dict[str, Any] | None, live: Iterable[dict[str, Any]], pods: list[dict[str, Any]],
                     want: dict[str, dict[str, Stamp]], waited: bool) -> list[str]:
     """What a run reports as done that is not so when it ends: a cluster of ``want`` reported
-    recreated, replaced or in sync (an outcome, or a decision that ran no cycle) with an own,
-    not terminating pod not made from its target; with ``waited`` (``--wait-ready``), a
-    recreated or replaced one with a pod not Ready."""
+    in sync (an outcome, or a decision that ran no cycle) with an own, not terminating pod not
+    made from its target; one reported recreated or replaced with an own pod not made from its
+    target, terminating ones included (the hook reports those only once every old pod is gone);
+    with ``waited`` (``--wait-ready``), a recreated or replaced one with a pod not Ready."""
     clusters = {key(c): c for c in live}
     bad = []
     for item in (report or {}).get("clusters") or []:
@@ -169,13 +170,15 @@ def false_successes(report: dict[str, Any] | None, live: Iterable[dict[str, Any]
         result = item.get("outcome") or {"verify": "in-sync"}.get(item["decision"], item["decision"])
         if name not in want or result not in SUCCESS:
             continue
-        mine = [p for p in pods if pod_cluster(p) == name and owned(p, clusters.get(name)) and not terminating(p)]
+        cycled = result in ("recreated", "replaced")
+        mine = [p for p in pods if pod_cluster(p) == name and owned(p, clusters.get(name))
+                and (cycled or not terminating(p))]
         stale = [p["metadata"]["name"] for p in mine if stamp(p) != want[name].get(pod_group(p))]
         if stale:
             bad.append(f"{name} reported {result} ({item.get('message') or item.get('reason')}) while pods "
                        f"{sorted(stale)} run an old template or config")
-        unready = [p["metadata"]["name"] for p in mine if not ready(p)]
-        if waited and result in ("recreated", "replaced") and unready:
+        unready = [p["metadata"]["name"] for p in mine if not ready(p) and not terminating(p)]
+        if waited and cycled and unready:
             bad.append(f"{name} reported {result} after waiting for readiness while pods {sorted(unready)} "
                        "are not Ready")
     return bad

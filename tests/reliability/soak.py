@@ -53,6 +53,9 @@ JOURNALS = Path(os.environ.get("RAYGITOPS_SOAK_DIR") or Path.home() / ".cache" /
 DOC = REPO / "docs" / "reliability.md"
 SECTION = "soak"
 KILL_WITHIN = 15.0  # a kill falls in the first seconds of a hook run (a cycle takes about this long)
+# how often a round's operator sees RayClusters late (its watch of them behind its watch of the
+# pods): the removed-group race of issue 46 lives there (tests/e2e/test_removed_group_race.py)
+WATCH_DELAYED = 0.5
 
 
 # ----------------------------------------------------------------------------- drawing rounds
@@ -103,6 +106,10 @@ def draw_round(rng: random.Random, rev: Revision, native: bool) -> RoundPlan:
         labels.append(f"{len(kills)} kills")
     if outages:
         labels.append(f"{len(outages)} operator outages")
+    lag = rng.uniform(0.3, 3.0) if rng.random() < WATCH_DELAYED else 0.0  # drawn last: earlier draws unchanged
+    if lag:
+        operator_rules = operator_rules + [Rule("watch-delay", verbs={"watch"}, resources={"rayclusters"}, delay=lag)]
+        labels.append(f"operator's RayCluster watch {lag:.1f} s behind")
     return RoundPlan(revision, seed, ", ".join(labels) or "no faults", rules, operator_rules, kills, outages,
                      concurrent, wait_ready, max_attempts=10 + len(kills))
 

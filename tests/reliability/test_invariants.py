@@ -149,7 +149,14 @@ def test_false_successes_are_caught() -> None:
     terminating = _pod("w0", stamp=("h1-old", None, None))
     terminating["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
     foreign = _pod("x", stamp=("h1-old", None, None), owner="someone-else")
-    assert inv.false_successes(report, [cluster], fine + [terminating, foreign], target, waited=False) == []
+    assert inv.false_successes(report, [cluster], fine + [foreign], target, waited=False) == []
+    # an old pod still terminating: a recreate or replacement is not done (issue 46), in sync is
+    (going,) = inv.false_successes(report, [cluster], fine + [terminating], target, waited=False)
+    assert "w0" in going
+    in_sync_going = {"clusters": [{"namespace": "ns", "name": "c", "decision": "in-sync", "reason": "..."}]}
+    assert inv.false_successes(in_sync_going, [cluster], fine + [terminating], target, waited=False) == []
+    removed = _pod("gone", group="removed", stamp=("h1-old", None, None))
+    assert inv.false_successes(report, [cluster], fine + [removed], target, waited=False)  # a removed group's pod
     assert inv.false_successes(report, [cluster], fine + [_pod("w2", stamp=("h1-new", None, None), ready=False)],
                                target, waited=True)
     failed = {"clusters": [{"namespace": "ns", "name": "c", "decision": "recreate", "outcome": "failed"}]}

@@ -460,3 +460,42 @@ def test_an_operator_that_never_observes_the_spec_fails_the_replacement_closed()
     assert outcome.result == cycle.FAILED and "not yet observed generation" in outcome.message, outcome
     live = kube.clusters[(NS, "demo")]
     assert names.LOCK_ANNOTATION not in live["metadata"]["annotations"] and live["spec"].get("suspend") is not True
+
+
+def test_leftovers_are_removed_groups_and_old_templates_of_cycled_groups_terminating_included():
+    kube, live = live_cluster()
+    changed = two_groups(big_image=NEW)
+    changed["workerGroupSpecs"][1]["groupName"] = "big"
+    plan = plan_for(changed)
+    cycled = frozenset({"worker:big"})
+    pod_list = kube.pods_of("demo")
+    big = sorted(p["metadata"]["name"] for p in pod_list if p["metadata"]["labels"]["ray.io/group"] == "big")
+    assert verdict.leftovers(plan, live, pod_list, cycled) == big  # the old template of the replaced group
+    # a kept group whose pods carry another scheme's stamp is in sync by spec, not judged by hash
+    for p in pod_list:
+        if p["metadata"]["labels"]["ray.io/group"] == "small":
+            p["metadata"]["annotations"][HASH_ANNOTATION] = "h1-0123456789abcdef"
+    assert verdict.leftovers(plan, live, pod_list, cycled) == big
+    assert len(verdict.leftovers(plan, live, pod_list)) == len(big) + 2  # a recreate made every group anew
+    # a terminating old pod is still left; a pod of a removed group too; another's pod never
+    going = copy.deepcopy(next(p for p in pod_list if p["metadata"]["labels"]["ray.io/group"] == "big"))
+    going["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    assert verdict.leftovers(plan, live, [going], cycled) == [going["metadata"]["name"]]
+    removed = plan_for(dict(two_groups(), workerGroupSpecs=two_groups()["workerGroupSpecs"][:1]))
+    assert verdict.leftovers(removed, live, pod_list, frozenset()) == big
+    foreign = copy.deepcopy(going)
+    foreign["metadata"]["ownerReferences"][0]["uid"] = "someone-else"
+    assert verdict.leftovers(plan, live, [foreign], cycled) == []
+
+
+def test_the_end_state_needs_the_operators_word_first():
+    kube, live = live_cluster()
+    plan = plan_for(two_groups())
+    pod_list = kube.pods_of("demo")
+    live = copy.deepcopy(live)
+    live["metadata"]["generation"], live["status"]["observedGeneration"] = 3, 2
+    held, why = verdict.end_state(plan, live, pod_list, 3, ready=False)
+    assert not held and why == "the operator has not yet observed generation 3 (status.observedGeneration 2)"
+    live["status"]["observedGeneration"] = 3
+    assert verdict.end_state(plan, live, pod_list, 3, ready=False)[0]
+    assert verdict.end_state(plan, live, pod_list, None, ready=True)[0]

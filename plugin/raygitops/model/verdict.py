@@ -405,19 +405,19 @@ def runs_desired(pod: dict[str, Any], plan: ClusterPlan, key: str) -> bool:
                for kind, hashes in plan.config_hashes().items())
 
 
-def ready_for(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, Any]]) -> tuple[bool, str]:
-    """Whether the cluster runs the desired templates, ready: every live pod it owns carries
-    its group's desired hash and has condition Ready, and there are as many as its spec asks
+def ready_for(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, Any]],
+              cycled: frozenset[str] | None = None) -> tuple[bool, str]:
+    """Whether the cluster runs the desired templates, ready: no live pod it owns is stale
+    (:func:`stale`), every one has condition Ready, and there are as many as its spec asks
     for.  Judged from the pods themselves, never from ``status.state`` (which can still say
     ``ready`` from before the suspend)."""
-    desired = plan.hashes.groups()
     own = [p for p in pods.own_pods(live, pod_list) if pods.group_key(p) is not None]
-    stale = [p for p in own if annotations(p).get(HASH_ANNOTATION) != desired.get(pods.group_key(p) or "")]
+    old = [p for p in own if stale(plan, p, cycled)]
     spec = live.get("spec") if isinstance(live.get("spec"), dict) else {}
     want = pods.pods_now(spec)
     unready = [meta(p).get("name", "") for p in own if not pods.ready(p)]
-    if stale:
-        return False, f"{len(stale)} pods without the desired hash"
+    if old:
+        return False, f"{len(old)} pods without the desired hash"
     if not any(pods.group_key(p) == "head" for p in own):
         return False, "no head pod yet"
     if len(own) < want.min or (want.max is not None and len(own) > want.max):
@@ -427,19 +427,31 @@ def ready_for(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, 
     return True, f"{len(own)} pods Ready with the desired hashes"
 
 
-def leftovers(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, Any]]) -> list[str]:
+def stale(plan: ClusterPlan, pod: dict[str, Any], cycled: frozenset[str] | None = None) -> bool:
+    """Whether a Ray pod has no place in the desired cluster after a cycle: its group is not in
+    the desired spec, or the cycle made its group anew (``cycled``, group keys; None: every
+    group) and the pod was not made from its desired template. A group the cycle left alone
+    (ReplaceGroups' head and kept groups) is in sync by the verdict's own rules, hashes of
+    another scheme compared by spec, so its pods are not judged by hash here."""
+    key = pods.group_key(pod)
+    if key is None:
+        return False
+    if key not in plan.hashes.groups():
+        return True
+    return (cycled is None or key in cycled) and not runs_desired(pod, plan, key)
+
+
+def leftovers(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, Any]],
+              cycled: frozenset[str] | None = None) -> list[str]:
     """The cluster's own pods, terminating ones included, that a finished recreate or
-    replacement must not have left: a pod of a group the desired spec no longer has, or one
-    not made from its group's desired template (names, sorted). A pod that merely carries the
-    cluster's label is not its own and never counts."""
+    replacement must not have left (:func:`stale`; names, sorted). A pod that merely carries
+    the cluster's label is not its own and never counts."""
     uid = meta(live).get("uid")
-    desired = plan.hashes.groups()
-    return sorted(meta(p).get("name", "") for p in pod_list if pods.owned_by(p, uid)
-                  and ((key := pods.group_key(p)) is None or key not in desired or not runs_desired(p, plan, key)))
+    return sorted(meta(p).get("name", "") for p in pod_list if pods.owned_by(p, uid) and stale(plan, p, cycled))
 
 
 def end_state(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, Any]], generation: int | None,
-              ready: bool) -> tuple[bool, str]:
+              ready: bool, cycled: frozenset[str] | None = None) -> tuple[bool, str]:
     """Whether what a recreate or a replacement reports holds, live: the operator has observed
     the spec the hook wrote (``generation``: :func:`raygitops.model.operators.observed`), no
     pod of a removed group or of an old template is left (:func:`leftovers`), and with
@@ -449,12 +461,12 @@ def end_state(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, 
         seen = operators.observed_generation(live)
         return False, (f"the operator has not yet observed generation {generation} "
                        f"(status.observedGeneration {'unset' if seen is None else seen})")
-    left = leftovers(plan, live, pod_list)
+    left = leftovers(plan, live, pod_list, cycled)
     if left:
         return False, f"{len(left)} pods of a removed group or an old template left ({', '.join(left[:5])})"
     if not ready:
         return True, "no pod of a removed group or an old template left; readiness not checked"
-    pods_ok, pods_msg = ready_for(plan, live, pod_list)
+    pods_ok, pods_msg = ready_for(plan, live, pod_list, cycled)
     cluster_ok, cluster_msg = cluster_ready(live)
     return pods_ok and cluster_ok, f"{pods_msg}, {cluster_msg}" if pods_ok and cluster_ok else f"{pods_msg}; {cluster_msg}"
 

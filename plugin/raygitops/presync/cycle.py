@@ -447,21 +447,22 @@ def _verify(c: Context, s: State) -> None:
     lock = c.my_lock(s)
     if lock.target != c.target:
         return
+    cycled = frozenset(f"worker:{g}" for g in s.groups) if s.replace else None
     last = ""
     delays = polling.waiting()
     while True:
-        held, message = verdict.end_state(c.plan, s.live, c.pods(), s.observe, c.opts.wait_ready)
+        held, message = verdict.end_state(c.plan, s.live, c.pods(), s.observe, c.opts.wait_ready, cycled)
         if held:
-            c.log.info(c.key, "verify", f"end state seen live: {message}")
+            c.log.info(c.key, "end-state", f"seen live: {message}")
             return
         if message != last:
-            c.log.info(c.key, "verify", f"waiting: {message}")
+            c.log.info(c.key, "end-state", f"waiting: {message}")
             last = message
             delays = polling.waiting()  # something moved: look soon
         if c.left() <= 0 or c.opts.stop.is_set():
             why = "interrupted (SIGTERM/SIGINT)" if c.opts.stop.is_set() else "timed out"
             s.failure = f"{why} waiting for the end state ({message})"
-            c.log.error(c.key, "verify", s.failure)
+            c.log.error(c.key, "end-state", s.failure)
             c.get(s)
             return
         c.clock.wait(next(delays), c.opts.stop)
