@@ -37,7 +37,7 @@ def stable(text: str) -> str:
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_golden(monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
-    result = run_diff(monkeypatch, "--format", fmt)
+    result = run_diff(monkeypatch, "--output", fmt)
     assert result.exit_code == 0, result.output
     got = stable(result.stdout)
     golden = GOLDEN / FORMATS[fmt]
@@ -49,7 +49,7 @@ def test_golden(monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
 
 
 def test_golden_covers_every_class(monkeypatch: pytest.MonkeyPatch) -> None:
-    data = json.loads(run_diff(monkeypatch, "--format", "json").stdout)
+    data = json.loads(run_diff(monkeypatch, "--output", "json").stdout)
     classes = {c["name"]: c["class"] for c in data["clusters"]}
     assert classes == {
         "training": "recreate", "autoscaled": "recreate", "serving": "stale",
@@ -70,9 +70,9 @@ def test_exit_code(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_text_colour_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    plain = run_diff(monkeypatch, "--format", "text").stdout
+    plain = run_diff(monkeypatch, "--output", "text").stdout
     assert "\x1b[" not in plain  # CliRunner's stdout is not a tty
-    coloured = run_diff(monkeypatch, "--format", "text", "--color").stdout
+    coloured = run_diff(monkeypatch, "--output", "text", "--color").stdout
     assert "\x1b[" in coloured
     assert click_unstyle(coloured) == plain
 
@@ -99,7 +99,7 @@ def click_unstyle(text: str) -> str:
 
 def test_secrets_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
     for fmt in FORMATS:
-        out = run_diff(monkeypatch, "--format", fmt).stdout
+        out = run_diff(monkeypatch, "--output", fmt).stdout
         for secret in ("old-token-value", "new-token-value", "hunter2", "correct-horse"):
             assert secret not in out, (fmt, secret)
         assert "••••" in out

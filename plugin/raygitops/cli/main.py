@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from typing import Any
 
 import click
 
 from raygitops import __version__
 from raygitops.cli.failures import fail
+from raygitops.cli.options import output_option
 from raygitops.errors import RaygitopsError
 
 # name -> "module:attribute" of a click command, imported only when invoked or listed.
@@ -32,6 +34,18 @@ COMMANDS = {
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command's first sentence whole, wrapped (click's default cuts it at the
+        terminal's width with "...")."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=sys.maxsize)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = COMMANDS.get(name)
@@ -80,8 +94,7 @@ def main(ctx: click.Context) -> None:
 
 
 @click.command()
-@click.option("--format", "-o", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="A line of text, or a JSON object.")
+@output_option(["text", "json"], "text", "Print a line of text, or a JSON object.")
 def version(fmt: str) -> None:
     """Print the raygitops version (the same as --version)."""
     if fmt == "json":

@@ -102,7 +102,7 @@ def _details(c: ClusterImpact) -> str:
         if len(c.changes) > MAX_CHANGES_SHOWN:
             lines.append("")
             lines.append(f"_…and {len(c.changes) - MAX_CHANGES_SHOWN} more field changes "
-                         "(see `--format json`)._")
+                         "(see `-o json`)._")
     if c.source_head or c.source_base:
         lines.append("")
         lines.append(f"<sub>{html.escape(c.source_head or c.source_base or '')}</sub>")
@@ -163,7 +163,7 @@ def render(report: Report, base: Any, head: Any, *, budget: int = DEFAULT_BUDGET
             folded_count = len(changed) - len(keep) - len(fold)
             text = core([_row(c) for c in keep + fold],
                         f"…and {folded_count} more (in-place, created or deleted): "
-                        "see `--format json`")
+                        "see `-o json`")
     out = [text]
     size = len(text)
     omitted = 0
@@ -176,6 +176,6 @@ def render(report: Report, base: Any, head: Any, *, budget: int = DEFAULT_BUDGET
         size += len(block) + 1
     if omitted:
         out.append(f"_Details of {plural(omitted, 'more cluster')} omitted to stay under "
-                   "GitHub's comment size limit: run `raygitops diff --format text` "
-                   "or `--format json` for all of them._\n")
+                   "GitHub's comment size limit: run `raygitops diff -o text` "
+                   "or `-o json` for all of them._\n")
     return "\n".join(out)
