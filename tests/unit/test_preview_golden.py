@@ -54,7 +54,7 @@ def test_golden_covers_every_class(monkeypatch: pytest.MonkeyPatch) -> None:
     assert classes == {
         "training": "recreate", "autoscaled": "recreate", "serving": "stale",
         "batch": "stale", "scaled": "in-place", "paused": "in-place", "fresh": "create",
-        "legacy": "delete", "steady": "unchanged",
+        "legacy": "delete", "steady": "unchanged", "grown": "in-place", "switched": "in-place",
     }
     assert data["schemaVersion"] == 1
     assert data["verdict"] == "recreate"
@@ -103,3 +103,16 @@ def test_secrets_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
         for secret in ("old-token-value", "new-token-value", "hunter2", "correct-horse"):
             assert secret not in out, (fmt, secret)
         assert "••••" in out
+
+
+def test_a_long_value_is_shown_whole_below_its_change_in_a_fence_it_cannot_close() -> None:
+    """A mapping or list too long for a line was cut JSON; it is YAML below the change, in a
+    markdown fence longer than any backtick run of the manifest's own text."""
+    from raygitops.preview.report_markdown import _fenced
+    from raygitops.preview.wording import BELOW, block, value
+
+    env = [{"name": "SCRIPT", "value": "echo ```done``` " + "x" * 80}]
+    assert value(env) == BELOW and block(env) == f"- name: SCRIPT\n  value: echo ```done``` {'x' * 80}"
+    assert _fenced(block(env), "yaml").startswith("````yaml\n") and _fenced(block(env), "yaml").endswith("\n````")
+    assert value({"a": 1}) == '{"a":1}' and block({"a": 1}) is None
+    assert value("y" * 100) == "\"" + "y" * 78 + "…"  # a long scalar stays on its line, cut

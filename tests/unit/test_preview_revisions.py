@@ -156,7 +156,7 @@ def test_symlinks_and_file_path(repo: Path, monkeypatch: pytest.MonkeyPatch) -> 
     result = diff(repo, monkeypatch, "--base", "HEAD~1", "--head", "HEAD", "app/clusters.yaml",
                   "--output", "json")
     assert result.exit_code == 0, result.output
-    assert len(json.loads(result.stdout)["clusters"]) == 9
+    assert len(json.loads(result.stdout)["clusters"]) == 11
     # a symlink inside the app is checked out as a symlink
     (repo / "app" / "link.yaml").symlink_to("other.yaml")
     git(repo, "add", ".")
