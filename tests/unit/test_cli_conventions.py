@@ -311,15 +311,26 @@ def test_every_option_help_is_shown_whole() -> None:
                 assert _flat(option.help or "") in shown, (name, option.opts)
 
 
-def _complete(*words: str) -> list[str]:
-    """Click's completion protocol, as the bash script drives it: the words so far, the
-    index of the one completed; the answer is one "type,value" line per candidate."""
+def _complete(*words: str, shell: str = "bash") -> list[str]:
+    """Click's completion protocol, as the shell's script drives it: the words so far, the
+    index of the one completed.  bash's answer is one "type,value" line per candidate (the
+    values are returned); zsh's three lines, type, value and description (returned as they are)."""
     line = " ".join(words)
     res = subprocess.run([sys.executable, "-m", "raygitops"], capture_output=True, text=True, timeout=60,
-                         env={**os.environ, "_RAYGITOPS_COMPLETE": "bash_complete", "COMP_WORDS": line,
+                         env={**os.environ, "_RAYGITOPS_COMPLETE": f"{shell}_complete", "COMP_WORDS": line,
                               "COMP_CWORD": str(len(words) - 1)})
     assert res.returncode == 0, res.stderr
+    if shell == "zsh":
+        return res.stdout.splitlines()
     return [row.partition(",")[2] for row in res.stdout.splitlines()]
+
+
+def test_completion_describes_commands_whole() -> None:
+    """zsh and fish show a description beside each command: click cuts it at 45 characters."""
+    rows = _complete("raygitops", "", shell="zsh")
+    described = dict(zip(rows[1::3], rows[2::3]))
+    for name, command in commands().items():
+        assert described[name] == _flat(inspect.cleandoc(command.help or "").partition("\n\n")[0]), name
 
 
 def test_completion_offers_option_values() -> None:

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 import click
+from click.shell_completion import CompletionItem
 
 from raygitops import __version__
 from raygitops.cli.failures import fail
@@ -35,17 +36,27 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
+    @staticmethod
+    def description(command: click.Command) -> str:
+        """A command's first sentence, whole: click cuts it to the terminal's width in the
+        help and to 45 characters in zsh's and fish's completion."""
+        return command.get_short_help_str(limit=sys.maxsize)
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        """Each command's first sentence whole, wrapped (click's default cuts it at the
-        terminal's width with "...")."""
         rows = []
         for name in self.list_commands(ctx):
             command = self.get_command(ctx, name)
             if command is not None and not command.hidden:
-                rows.append((name, command.get_short_help_str(limit=sys.maxsize)))
+                rows.append((name, self.description(command)))
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        items = super().shell_complete(ctx, incomplete)
+        commands = {item.value: self.get_command(ctx, item.value) for item in items if item.value in COMMANDS}
+        return [CompletionItem(item.value, type=item.type, help=self.description(commands[item.value]))
+                if commands.get(item.value) is not None else item for item in items]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = COMMANDS.get(name)
