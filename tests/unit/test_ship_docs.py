@@ -68,7 +68,7 @@ def test_readme_replace_groups_example_renders_as_it_says(tmp_path: Path) -> Non
     example = re.search(r"```yaml\n(.*?)```", section, flags=re.S).group(1)
     (tmp_path / "demo.yaml").write_text(example)
     (tmp_path / "raygitops.yaml").write_text("namespace: ray\n")
-    out = subprocess.run([sys.executable, "-m", "raygitops", "render", str(tmp_path), "--format", "json"],
+    out = subprocess.run([sys.executable, "-m", "raygitops", "render", str(tmp_path), "--output", "json"],
                          capture_output=True, text=True, check=True).stdout
     items = json.loads(out)
     items = items["items"] if isinstance(items, dict) else items
