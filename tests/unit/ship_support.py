@@ -180,7 +180,7 @@ def readme_install() -> tuple[str, str, str]:
     written, the `kubectl apply -k` command)."""
     import re
 
-    section = (REPO / "README.md").read_text().split("\n## Argo CD\n", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "README.md").read_text().split("\n## Install into Argo CD\n", 1)[1].split("\n## ", 1)[0]
     name = re.search(r"write `([\w.-]+)/kustomization\.yaml`", section).group(1)
     block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     text = "\n".join(line[3:] if line.startswith("   ") else line for line in block.splitlines()) + "\n"

@@ -1,5 +1,5 @@
 """CLI conventions: every option has help text, every RAYGITOPS_* variable the product reads
-is documented (``raygitops --help`` and the README), and a command whose module cannot be
+is documented (``raygitops --help`` and docs/reference.md), and a command whose module cannot be
 imported is an error when run, never a missing command."""
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ def test_every_environment_variable_is_documented() -> None:
         read |= set(re.findall(r"\bRAYGITOPS_[A-Z_]+", source.read_text()))
     assert read == set(cli_main.ENVIRONMENT), read ^ set(cli_main.ENVIRONMENT)
     shown = CliRunner().invoke(cli_main.main, ["--help"]).output
-    readme = (REPO / "README.md").read_text()
+    reference = (REPO / "docs" / "reference.md").read_text()
     for name in read:
-        assert name in shown and f"`{name}`" in readme, name
+        assert name in shown and f"`{name}`" in reference, name
 
 
 def test_a_command_that_cannot_import_is_an_error_not_a_missing_command(tmp_path: Path) -> None:
