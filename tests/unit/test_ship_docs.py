@@ -53,18 +53,14 @@ def test_readme_cli_commands_exist() -> None:
         assert f"  {command} " in res.stdout, command
 
 
-def two_commands() -> list[str]:
-    """The README's "Two commands": the command lines of its block (comments left out)."""
-    section = (REPO / "README.md").read_text().split("\n## Two commands\n", 1)[1].split("\n## ", 1)[0]
-    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
-    return [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
-
-
 def test_two_commands_section_is_intact() -> None:
     """The first installs from the locks (hashes checked) with pip's output on stderr and
     renders an example; the second is the whole suite, what CI runs (.ci/run).
     tests/unit/test_ship_readme.py runs the first in a fresh clone."""
-    install, suite = two_commands()
+    sys.path.insert(0, str(REPO / "tests" / "unit"))
+    import ship_support
+
+    install, suite = ship_support.readme_two_commands()
     steps = [step.strip() for step in install.split("&&")]
     assert steps[0] == "python3 -m venv .venv" and steps[1] == ". .venv/bin/activate", steps
     pips = [step for step in steps if step.startswith("pip ")]
