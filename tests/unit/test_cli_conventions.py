@@ -1,5 +1,5 @@
 """CLI conventions: every option has help text, shown whole; every RAYGITOPS_* variable the
-product reads is documented (``raygitops --help`` and the README); a command whose module
+product reads is documented (``raygitops --help`` and docs/reference.md); a command whose module
 cannot be imported is an error when run, never a missing command; every command that prints
 takes ``-o/--output`` as kubectl and helm do; no option writes where the user did not ask;
 shell completion offers the values of the options that have a fixed set."""
@@ -41,9 +41,9 @@ def test_every_environment_variable_is_documented() -> None:
         read |= set(re.findall(r"\bRAYGITOPS_[A-Z_]+", source.read_text()))
     assert read == set(cli_main.ENVIRONMENT), read ^ set(cli_main.ENVIRONMENT)
     shown = CliRunner().invoke(cli_main.main, ["--help"]).output
-    readme = (REPO / "README.md").read_text()
+    reference = (REPO / "docs" / "reference.md").read_text()
     for name in read:
-        assert name in shown and f"`{name}`" in readme, name
+        assert name in shown and f"`{name}`" in reference, name
 
 
 def test_a_command_that_cannot_import_is_an_error_not_a_missing_command(tmp_path: Path) -> None:
