@@ -200,7 +200,7 @@ def _merge_override() -> str:
 
 # A KubeRay newer than the shipped CRD schemas: a field they do not know is only warned about,
 # so a deep value in one reaches the hash (a known field would be refused for its type).
-NEWER_KUBERAY = "kuberayVersion: 1.8.0\n"  # the schemas ship 1.1 to 1.7
+NEWER_KUBERAY = "kuberayVersion: 1.8.0+newest-rules\n"  # the schemas ship 1.1 to 1.7
 
 
 def _deep_in_cluster(levels: int) -> str:

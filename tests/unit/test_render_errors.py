@@ -210,7 +210,7 @@ def test_templates_cannot_run_forever(tmp_path: Path) -> None:
                                  "raygitops.dev/last-recreate-outcome"])
 def test_hook_owned_annotation_in_input(tmp_path: Path, key: str) -> None:
     """The hook's state in a manifest would be applied by every sync and read back as a
-    recreate in progress: refused, naming file, document and key."""
+    recreate in progress: refused, naming file, the annotation's line and key."""
     text = cluster().replace("metadata:\n", f"metadata:\n  annotations: {{{key}: x}}\n", 1)
     root = app(tmp_path, {"c.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n" + text})
-    assert_error(run(["render", root]), f"{root}/c.yaml", 5, rf"RayCluster \S+: metadata\.annotations\.{key}: ")
+    assert_error(run(["render", root]), f"{root}/c.yaml", 8, rf"RayCluster \S+: metadata\.annotations\.{key}: ")
