@@ -226,7 +226,7 @@ def test_opt_in_inside_rayjob_or_rayservice_is_an_error(tmp_path: Path, kind: st
     """
     with pytest.raises(RaygitopsError, match=f"not allowed.*{kind}") as err:
         render(tmp_path, {"j.yaml": text})
-    assert (err.value.path, err.value.line) == (f"{tmp_path}/j.yaml", 1)
+    assert (err.value.path, err.value.line) == (f"{tmp_path}/j.yaml", 6)  # the field's own line
 
 
 @pytest.mark.parametrize("opt_in", ["annotation", "field"])
@@ -240,7 +240,7 @@ def test_opt_in_inside_a_raycronjob_is_an_error(tmp_path: Path, opt_in: str) -> 
             + "    rayClusterSpec:\n" + field + "      headGroupSpec: {template: {}}\n")
     with pytest.raises(RaygitopsError, match="not allowed.*RayCronJob") as err:
         render(tmp_path, {"c.yaml": text})
-    assert (err.value.path, err.value.line) == (f"{tmp_path}/c.yaml", 1)
+    assert (err.value.path, err.value.line) == (f"{tmp_path}/c.yaml", 5 if opt_in == "annotation" else 10)
     if opt_in == "field":
         assert str(err.value).count("spec.jobTemplate.rayClusterSpec.upgradeStrategy.type") == 1
     plain = text.replace(annotation, "").replace(field, "")

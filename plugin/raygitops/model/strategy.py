@@ -41,19 +41,21 @@ EMBEDDED_SPEC = {kind: path.removeprefix("spec.") for kind, path in RAY_CLUSTER_
 OWNER_KINDS = tuple(EMBEDDED_SPEC)
 
 
-def _spec_strategy(spec: Any) -> str | None:
+def _spec_strategy(spec: Any, where: str = "spec") -> str | None:
+    """``upgradeStrategy.type`` of a cluster spec (at field path ``where``), checked."""
     if not isinstance(spec, dict):
         return None
     upgrade = spec.get("upgradeStrategy")
     if upgrade is None:
         return None
     if not isinstance(upgrade, dict):
-        raise RaygitopsError("spec.upgradeStrategy is not a mapping")
+        raise RaygitopsError(f"{where}.upgradeStrategy is not a mapping", field=f"{where}.upgradeStrategy")
     value = upgrade.get("type")
     if value is None:
         return None
     if value not in STRATEGIES:
-        raise RaygitopsError(f"spec.upgradeStrategy.type {value!r} is not Recreate or None{_did_you_mean(value)}")
+        raise RaygitopsError(f"{where}.upgradeStrategy.type {value!r} is not Recreate or None{_did_you_mean(value)}",
+                             field=f"{where}.upgradeStrategy.type")
     return value
 
 
@@ -231,7 +233,9 @@ def annotation_problems(obj: dict[str, Any]) -> list[tuple[str, str]]:
     for key in annotations(obj):
         if not isinstance(key, str) or key in KNOWN_ANNOTATIONS or key in HOOK_OWNED_ANNOTATIONS:
             continue
-        close = closest(key, KNOWN_ANNOTATIONS, cutoff=0.8)
+        # a key cut short (running-jobs-wait) most likely means the one it begins
+        close = next((k for k in KNOWN_ANNOTATIONS if _ours(key) and k.startswith(key)), None) or closest(
+            key, KNOWN_ANNOTATIONS, cutoff=0.8)
         if _ours(key) or close:
             hint = f"did you mean {close}?" if close else f"raygitops reads {', '.join(USER_ANNOTATIONS)}"
             out.append((f"metadata.annotations.{key}", f"metadata.annotations.{_key(key)}: raygitops has no such "
@@ -291,11 +295,11 @@ def check_embedded_opt_in(obj: dict[str, Any]) -> None:
     )
     opt_in = annotations(obj).get(STRATEGY_ANNOTATION)
     if opt_in in OPTED_IN:
-        raise RaygitopsError(f"{STRATEGY_ANNOTATION}: {opt_in} is not allowed on a {kind}: {why}")
-    if _spec_strategy(embedded) == RECREATE:
-        raise RaygitopsError(
-            f"spec.{EMBEDDED_SPEC[kind]}.upgradeStrategy.type: Recreate is not allowed: {why}"
-        )
+        raise RaygitopsError(f"{STRATEGY_ANNOTATION}: {opt_in} is not allowed on a {kind}: {why}",
+                             field=f"metadata.annotations.{STRATEGY_ANNOTATION}")
+    if _spec_strategy(embedded, f"spec.{EMBEDDED_SPEC[kind]}") == RECREATE:
+        raise RaygitopsError(f"spec.{EMBEDDED_SPEC[kind]}.upgradeStrategy.type: Recreate is not allowed: {why}",
+                             field=f"spec.{EMBEDDED_SPEC[kind]}.upgradeStrategy.type")
 
 
 def check_no_hook_annotations(obj: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ out as it comes never holds the whole app.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -138,9 +139,19 @@ def refusal(problems: list[tuple[str, str]]) -> RaygitopsError | None:
     return RaygitopsError(message, field=field, also=[RaygitopsError(m, field=f) for f, m in rest])
 
 
+# the field path a problem of k8snames.object_problem starts with, after its kind
+# ("metadata.labels key ...", "spec.workerGroupSpecs[0].template.metadata.annotations[...] ...")
+_PROBLEM_FIELD = re.compile(r"[A-Za-z]\w*(?:\.\w+|\[[0-9]+\])*")
+
+
 def _check_accepted(group: str, kind: str, obj: dict[str, Any]) -> None:
-    """Refuse what the API server would refuse (checked after render added its annotations)."""
-    problem = object_problem(group, kind, obj) or size_problem(group, kind, obj)
+    """Refuse what the API server would refuse (checked after render added its annotations),
+    at the line of the field it names."""
+    problem = object_problem(group, kind, obj)
+    if problem:
+        field = _PROBLEM_FIELD.match(problem.removeprefix(f"{kind} "))
+        raise RaygitopsError(problem, field=field.group() if field else None)
+    problem = size_problem(group, kind, obj)
     if problem:
         raise RaygitopsError(problem)
 
@@ -159,8 +170,7 @@ def _check_operator_knows_upgrade_strategy(version: str | None) -> None:
             f"spec.upgradeStrategy: KubeRay {version} does not know this field (added in "
             f"{native.FIRST_VERSION}); its CRD drops it, so the operator would never recreate. "
             "Drop keepUpgradeStrategy (raygitops then carries the strategy in the "
-            f"{names.STRATEGY_ANNOTATION} annotation) or correct kuberayVersion"
-        )
+            f"{names.STRATEGY_ANNOTATION} annotation) or correct kuberayVersion", field="spec.upgradeStrategy")
 
 
 # schema errors listed at once for one RayCluster (the rest are counted)
@@ -187,11 +197,13 @@ def _check_operator_accepts(obj: dict[str, Any], kuberay_version: str | None, ki
     RayService, of the cluster spec it embeds."""
     port = validation.port_for(kuberay_version)
     spec = obj.get("spec")
+    where = "spec"
     if kind != "RayCluster":
         spec = spec.get(strategy.EMBEDDED_SPEC[kind]) if isinstance(spec, dict) else None
+        where = f"spec.{strategy.EMBEDDED_SPEC[kind]}"
     refused = port and isinstance(spec, dict) and validation.refusal(spec, annotations(obj), labels(obj), port, kind)
     if refused:
-        raise RaygitopsError(str(refused))
+        raise RaygitopsError(str(refused), field=f"{where}.{refused.where}" if refused.where else where)
 
 
 def _render_cluster(doc: Document, namespace: str | None, settings: Settings, rules: HashRules,
