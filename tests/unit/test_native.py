@@ -134,7 +134,7 @@ def test_a_kept_field_for_an_operator_without_it_is_refused(tmp_path: Path) -> N
     app = _app(tmp_path, {"keepUpgradeStrategy": True, "kuberayVersion": "1.5"}, doc)
     with pytest.raises(RaygitopsError) as err:
         render_app(str(app), env={})
-    assert "c.yaml:1" in str(err.value) and "KubeRay 1.5 does not know this field" in str(err.value)
+    assert "c.yaml:27" in str(err.value) and "KubeRay 1.5 does not know this field" in str(err.value)
     # the same from a flag, and accepted for 1.6 or with the field moved
     with pytest.raises(RaygitopsError, match="KubeRay 1.5.2 does not know"):
         render_app(str(app), env={}, overrides={"kuberay_version": "v1.5.2"})

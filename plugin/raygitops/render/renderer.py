@@ -140,8 +140,8 @@ def refusal(problems: list[tuple[str, str]]) -> RaygitopsError | None:
 
 
 # the field path a problem of k8snames.object_problem starts with, after its kind
-# ("metadata.labels key ...", "spec.workerGroupSpecs[0].template.metadata.annotations[...] ...")
-_PROBLEM_FIELD = re.compile(r"[A-Za-z]\w*(?:\.\w+|\[[0-9]+\])*")
+# ("metadata.labels key ...", "spec.workerGroupSpecs[0].template.metadata.annotations['a/b'] ...")
+_PROBLEM_FIELD = re.compile(r"[A-Za-z]\w*(?:\.\w+|\[[0-9]+\]|\['[^'\s]+'\])*")
 
 
 def _check_accepted(group: str, kind: str, obj: dict[str, Any]) -> None:
@@ -150,7 +150,9 @@ def _check_accepted(group: str, kind: str, obj: dict[str, Any]) -> None:
     problem = object_problem(group, kind, obj)
     if problem:
         field = _PROBLEM_FIELD.match(problem.removeprefix(f"{kind} "))
-        raise RaygitopsError(problem, field=field.group() if field else None)
+        # a key in brackets (['raygitops.dev/x']) is a key of the mapping, as the locator reads it
+        path = re.sub(r"\['([^']+)'\]", r".\1", field.group()) if field else None
+        raise RaygitopsError(problem, field=path)
     problem = size_problem(group, kind, obj)
     if problem:
         raise RaygitopsError(problem)
@@ -258,7 +260,7 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings, ru
                                                                    settings.running_jobs_wait_seconds)),
         dashboard=None if dashboard == jobs.Dashboard(f"{name}-head-svc") else dashboard,
     )
-    if cluster.asks is not None and dashboard.port is None:
+    if cluster.asks is not None and dashboard.port is None and settings.validate_schema:
         raise RaygitopsError(f"RayCluster {name}: {jobs.no_dashboard(dashboard).detail}: the hook cannot ask its "
                              f"head for running jobs, so with policy {cluster.jobs_policy.action} every recreate "
                              "would fail while the head is Ready", field=jobs.HEAD_PORTS)

@@ -68,7 +68,9 @@ class Settings:
     # Helm's post-renderer: the hook objects are Helm hooks, and objects that name no namespace
     # stay without one (Helm puts them in the release namespace, which it does not tell us).
     helm: bool = False
-    # Check RayClusters against the CRD schema (raygitops.model.crdschema); diff turns it off for the
+    # Refuse what the API server, the operator or the hook would refuse or silently ignore: the
+    # CRD schema (raygitops.model.crdschema), unknown top-level and metadata fields, near misses
+    # of raygitops' annotations, a head whose dashboard no one can ask; diff turns it off for the
     # base revision, which is what runs today whatever it holds.
     validate_schema: bool = True
     # pod-template label/annotation keys (patterns) left out of the template hash
