@@ -327,5 +327,9 @@ def test_a_newer_kuberay_says_which_rules_check_it(tmp_path: Path) -> None:
     _write(tmp_path / "app", config('kuberayVersion: "1.9+newest-rules"\n'))
     result = _invoke(["render", str(tmp_path / "app"), "--hook-image", "example.com/raygitops:1"], {})
     assert result.exit_code == 0
-    assert result.stderr == ("raygitops: warning: kuberayVersion 1.9+newest-rules: raygitops knows KubeRay 1.1 to "
-                             "1.7; checked with KubeRay 1.7's rules (CRD schema, operator validation, pod rules)\n")
+    said = ("kuberayVersion 1.9+newest-rules: raygitops knows KubeRay 1.1 to 1.7; checked with KubeRay 1.7's rules "
+            "(CRD schema, operator validation, pod rules)")
+    assert result.stderr == f"raygitops: warning: {said}\n"
+    _write(tmp_path / "base", {"cluster.yaml": cluster()})  # the pull request that sets it: its preview says so
+    preview = _invoke(["diff", "--base", str(tmp_path / "base"), "--head", str(tmp_path / "app")], {})
+    assert preview.exit_code == 0 and f"note: {said}\n" in preview.stdout, preview.stdout + preview.stderr

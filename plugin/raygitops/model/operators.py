@@ -116,11 +116,14 @@ def operator(version: str) -> Operator:
 
 def upgrade_notes(base: str | None, head: str | None) -> list[str]:
     """What changing the operator from KubeRay ``base`` to ``head`` (``kuberayVersion`` of a
-    diff's two sides) does by itself, for ``raygitops diff``; nothing when either is unknown."""
+    diff's two sides) does by itself, for ``raygitops diff``; nothing when either is unknown.
+    First, for a ``head`` newer than every line raygitops knows, which rules checked it."""
+    rules = rules_note(head)
     if base is None or head is None or version_tuple(base)[:2] == version_tuple(head)[:2]:
-        return []
+        return [rules] if rules else []
     older, newer = sorted((base, head), key=version_tuple)
-    notes = [f"kuberayVersion {base} → {head}: the operator {'upgrade' if newer == head else 'downgrade'} "
+    notes = [*([rules] if rules else []),
+             f"kuberayVersion {base} → {head}: the operator {'upgrade' if newer == head else 'downgrade'} "
              "replaces no pod by itself, and the PreSync hook compares template hashes, not operator versions "
              "(docs/kuberay-versions.md)"]
     if newer == head and not operator(older).native_recreate and operator(newer).native_recreate:
