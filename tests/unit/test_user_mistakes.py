@@ -239,6 +239,8 @@ ACCEPTED = [
     ("a newer KubeRay with the explicit escape", config('kuberayVersion: "1.9+newest-rules"\n'), {}, ()),
     ("a patch release raygitops has not seen", config('kuberayVersion: "v1.6.9"\n'), {}, ()),
     ("values as a map parameter", app_files(), params({"name": "values", "map": {"image.tag": "2.46.0"}}), ()),
+    ("an empty value of another kind beside the value", app_files(),
+     params({"name": "running-jobs", "string": "proceed", "array": []}), ()),
     ("a dashboard port declared beside others",
      app_files(head_ports="          ports:\n          - {containerPort: 6379, name: gcs}\n"
                           "          - {containerPort: 8265, name: dashboard}\n"), {}, ()),

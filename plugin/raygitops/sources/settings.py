@@ -236,10 +236,12 @@ def _parameter_value(param: dict[str, Any], name: str, where: str) -> Any:
     """The value of one parameter, of the kind it takes; a value of another kind (``values``
     given as a string: Argo CD's ``--plugin-env`` slip, or a wrong ``parameters:`` entry) is
     refused, never dropped."""
-    given = [kind for kind in PARAMETER_KINDS if kind in param]
     wanted = parameter_kind(name)
+    given = [kind for kind in PARAMETER_KINDS if kind in param]
+    if len(given) > 1:  # an empty value of another kind beside the value carries nothing
+        given = [kind for kind in given if kind in wanted or param[kind] not in ("", [], {}, None)]
     extra = [key for key in param if key != "name" and key not in PARAMETER_KINDS]
-    if extra:
+    if extra and not given:  # a key Argo CD may add later is let be beside a value, not instead of one
         raise RaygitopsError(f"{where}: unknown key {', '.join(map(repr, extra))} (a parameter has a name "
                              f"and one of {', '.join(PARAMETER_KINDS)})")
     wrong = [kind for kind in given if kind not in wanted]
