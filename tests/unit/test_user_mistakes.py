@@ -195,13 +195,16 @@ MISTAKES = [
     Mistake("no cluster at a time", config(f"hook:\n  maxParallel: 0  {MARK}\n"), r"hook\.maxParallel: "),
     Mistake("a drain grace past its bound", config(f"hook:\n  drainGraceSeconds: 99999  {MARK}\n"),
             r"hook\.drainGraceSeconds: "),
-    Mistake("a typo of the app's policy", config(f"hook:\n  runningJobs: fial  {MARK}\n"), r"hook\.runningJobs: 'fial'"),
+    Mistake("a typo of the app's policy", config(f"hook:\n  runningJobs: fial  {MARK}\n"),
+            r"hook\.runningJobs: 'fial' is not wait, fail or proceed \(did you mean fail\?\)"),
     Mistake("a misspelt hook setting", config(f"hook:\n  runingJobs: wait  {MARK}\n"), r"did you mean runningJobs\?"),
     Mistake("a hook setting one indent off", config(f"timeoutSeconds: 600  {MARK}\n"), r"it belongs under hook:"),
     Mistake("waitReady: yes", config(f'hook:\n  waitReady: "yes"  {MARK}\n'), r"expected true or false"),
     # --- flags and Argo CD parameters (no file: the message names them)
     Mistake("--kuberay-version 1.9", app_files(), r"is not a version raygitops knows",
             args=("render", "{app}", "--kuberay-version", "1.9", "--plan-out", "{plans}"), starts="--kuberay-version: "),
+    Mistake("--running-jobs Proceed", app_files(), r"'Proceed' is not wait, fail or proceed \(did you mean proceed\?\)",
+            args=("render", "{app}", "--running-jobs", "Proceed", "--plan-out", "{plans}"), starts="--running-jobs: "),
     Mistake("--running-jobs-wait-seconds 0", app_files(), r"is not a number of seconds",
             args=("render", "{app}", "--running-jobs-wait-seconds", "0", "--plan-out", "{plans}"),
             starts="--running-jobs-wait-seconds: "),
@@ -248,6 +251,10 @@ ACCEPTED = [
      app_files(ann=f"    {A}running-jobs: proceed\n", head_ports="          ports: [{containerPort: 6379, name: gcs}]\n"),
      {}, ()),
     ("a foreign annotation", app_files(ann="    example.com/owner: ml-team\n"), {}, ()),
+    ("a manifest exported from a cluster: every ObjectMeta field, and status",
+     app_files(meta='  namespace: ray\n  uid: 0f4e7c9a-1b2c-4d5e-8f90-123456789abc\n  resourceVersion: "42"\n'
+                    '  generation: 3\n  creationTimestamp: null\n  finalizers: [example.com/keep]\n  labels: {team: ml}\n',
+               after_meta="status: {state: ready}\n"), {}, ()),
 ]
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from raygitops.errors import closest
 from raygitops.model import pods
 from raygitops.model.objmeta import meta
 
@@ -48,10 +49,13 @@ UNKNOWN = "unknown"
 
 
 def parse_policy(value: Any) -> str:
-    """``wait``, ``fail`` or ``proceed``; ValueError otherwise."""
+    """``wait``, ``fail`` or ``proceed``; ValueError otherwise, with the policy a slip most
+    likely meant (``Wait``, ``fial``)."""
     if isinstance(value, str) and value.strip() in POLICIES:
         return value.strip()
-    raise ValueError(f"{value!r} is not wait, fail or proceed")
+    meant = isinstance(value, str) and (value.strip().lower() if value.strip().lower() in POLICIES
+                                        else closest(value.strip(), POLICIES))
+    raise ValueError(f"{value!r} is not wait, fail or proceed{f' (did you mean {meant}?)' if meant else ''}")
 
 
 def parse_wait_seconds(value: Any) -> int:

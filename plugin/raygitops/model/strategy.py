@@ -184,8 +184,7 @@ def jobs_policy(obj: dict[str, Any], chosen: str, default: jobs.Policy) -> jobs.
         action = default.action if values[RUNNING_JOBS_ANNOTATION] is None else jobs.parse_policy(
             values[RUNNING_JOBS_ANNOTATION])
     except ValueError as err:
-        raise annotation_error(RUNNING_JOBS_ANNOTATION, printable(str(err))[:100]
-                               + _did_you_mean(values[RUNNING_JOBS_ANNOTATION], jobs.POLICIES)) from None
+        raise annotation_error(RUNNING_JOBS_ANNOTATION, printable(str(err))[:120]) from None
     text = values[RUNNING_JOBS_WAIT_ANNOTATION]
     if text is not None and not isinstance(text, str):
         raise annotation_error(RUNNING_JOBS_WAIT_ANNOTATION, f"is {type(text).__name__} "
