@@ -56,7 +56,7 @@ def code_defaults() -> dict[str, str]:
         ("preview.mask", "preview.unmask"): str(settings.mask_names),
         ("hash.ignore",): "[" + ", ".join(settings.hash_ignore) + "]",
         ("--lease-seconds",): str(presync["lease_seconds"]),
-        ("--log-format",): presync["log_format"],
+        ("--log-format",): presync["fmt"],
         ("raygitops.dev/max-unavailable",): DEFAULT_MAX_UNAVAILABLE,
         ("rayStartParams.dashboard-port",): str(jobs.DASHBOARD_PORT),
         ("RAYGITOPS_TEMPLATE_SECONDS",): str(DEFAULT_TEMPLATE_SECONDS),

@@ -374,7 +374,11 @@ def _resume(c: Context, s: State) -> None:
         c.patch(s, patches.resume_patch(s.live, c.plan, c.my_lock(s).at(locks.RESUMED, c.clock.now())))
 
     retry.on_conflict(write, "resuming")
-    s.written_generation = s.observe = objmeta.meta(s.live).get("generation")  # the operator makes every pod
+    s.written_generation = objmeta.meta(s.live).get("generation")
+    # The operator makes every pod from here on; with --wait-ready its word comes with them. Without
+    # it the run claims no more than the lock's Unverified (the next run verifies), and an operator
+    # that is down must not fail it: only a view older than the suspend could make an old pod.
+    s.observe = s.written_generation if c.opts.wait_ready else None
     if s.drain_zero_at is not None and s.drain_to_resume is None:
         s.drain_to_resume = c.clock.monotonic() - s.drain_zero_at
     s.recreated = True
@@ -461,7 +465,7 @@ def _verify(c: Context, s: State) -> None:
             delays = polling.waiting()  # something moved: look soon
         if c.left() <= 0 or c.opts.stop.is_set():
             why = "interrupted (SIGTERM/SIGINT)" if c.opts.stop.is_set() else "timed out"
-            s.failure = f"{why} waiting for the end state ({message})"
+            s.failure = f"{why} waiting for the end state, the cluster ready with no old pod left ({message})"
             c.log.error(c.key, "end-state", s.failure)
             c.get(s)
             return
