@@ -18,9 +18,11 @@ from raygitops.model.names import (
     ORIGIN_LABEL,
     RUNNING_JOBS_ANNOTATION,
     RUNNING_JOBS_WAIT_ANNOTATION,
+    PREFLIGHT_ANNOTATION,
+    PREFLIGHT_UNKNOWN_ANNOTATION,
     STRATEGY_ANNOTATION,
 )
-from raygitops.model import jobs
+from raygitops.model import jobs, preflight
 
 RECREATE = "Recreate"
 REPLACE_GROUPS = "ReplaceGroups"  # only the changed worker groups' pods, in batches (docs/presync.md)
@@ -190,6 +192,31 @@ def jobs_policy(obj: dict[str, Any], chosen: str, default: jobs.Policy) -> jobs.
     return jobs.Policy(action, wait if action == jobs.WAIT else None)
 
 
+def preflight_policy(obj: dict[str, Any], chosen: str, default: preflight.Policy) -> preflight.Policy:
+    """The cluster's preflight policy: ``raygitops.dev/preflight`` ("true"/"false") and
+    ``raygitops.dev/preflight-unknown`` (fail/proceed) over the app's ``default``
+    (raygitops.yaml, Argo CD parameters). Refused on a cluster raygitops does not recreate."""
+    ann = annotations(obj)
+    values = {key: ann.get(key) for key in (PREFLIGHT_ANNOTATION, PREFLIGHT_UNKNOWN_ANNOTATION)}
+    for key, value in values.items():
+        if value is not None and not opted_in(chosen):
+            raise RaygitopsError(f"annotation {key} applies only to clusters raygitops recreates "
+                                 f"({STRATEGY_ANNOTATION}: Recreate or ReplaceGroups; this cluster's is {chosen})")
+    enabled, unknown = default.enabled, default.unknown
+    value = values[PREFLIGHT_ANNOTATION]
+    if value is not None:
+        if value not in ("true", "false"):
+            raise RaygitopsError(f"annotation {PREFLIGHT_ANNOTATION}: {printable(repr(value))[:60]} is not "
+                                 "\"true\" or \"false\"")
+        enabled = value == "true"
+    if values[PREFLIGHT_UNKNOWN_ANNOTATION] is not None:
+        try:
+            unknown = preflight.parse_unknown(values[PREFLIGHT_UNKNOWN_ANNOTATION])
+        except ValueError as err:
+            raise RaygitopsError(f"annotation {PREFLIGHT_UNKNOWN_ANNOTATION}: {printable(str(err))[:100]}") from None
+    return preflight.Policy(enabled, unknown)
+
+
 def native_recreate(obj: dict[str, Any]) -> bool:
     """Whether the manifest asks the KubeRay >= 1.6 operator itself to recreate the pods."""
     return _spec_strategy(obj.get("spec")) == RECREATE
@@ -198,6 +225,7 @@ def native_recreate(obj: dict[str, Any]) -> bool:
 # The raygitops.dev/* keys a RayCluster manifest may carry (render writes the hash ones).
 KNOWN_ANNOTATIONS = (STRATEGY_ANNOTATION, MAX_UNAVAILABLE_ANNOTATION, MAX_UNAVAILABLE_BY_GROUP_ANNOTATION,
                      RUNNING_JOBS_ANNOTATION, RUNNING_JOBS_WAIT_ANNOTATION,
+                     PREFLIGHT_ANNOTATION, PREFLIGHT_UNKNOWN_ANNOTATION,
                      "raygitops.dev/template-hash",
                      "raygitops.dev/template-hashes")
 

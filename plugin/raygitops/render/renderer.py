@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from raygitops.model import configrefs, crdschema, jobs, native, podrules, strategy, validation
+from raygitops.model import configrefs, crdschema, jobs, native, podrules, preflight, strategy, validation
 from raygitops.errors import RaygitopsError, printable
 from raygitops.model.hashing import GroupHashes, HashRules, SpecParts, hash_spec, split_spec, stamp_group
 from raygitops.model.names import HASHES_ANNOTATION
@@ -237,6 +237,8 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings, ru
         jobs_policy=strategy.jobs_policy(obj, chosen, jobs.Policy(settings.running_jobs,
                                                                    settings.running_jobs_wait_seconds)),
         dashboard=None if dashboard == jobs.Dashboard(f"{name}-head-svc") else dashboard,
+        preflight_policy=strategy.preflight_policy(obj, chosen, preflight.Policy(settings.preflight,
+                                                                                 settings.preflight_unknown)),
     )
     if cluster.asks is not None and dashboard.port is None:
         warnings.append(f"{jobs.no_dashboard(dashboard).detail}: the hook cannot ask its head for running jobs, "
