@@ -80,12 +80,17 @@ class ClusterPlan:
         """What the new pods of ``groups`` (None: every group) need; the ConfigMaps and Secrets
         the hook makes live itself are not looked for."""
         made = [(kind, name) for kind, names in self.config_names().items() for name in names]
-        return preflight.needs(self.name, self.spec, groups, made)
+        return preflight.needs(self.name, self.spec, groups, made, self.preflight_policy.cluster_reads)
 
     @property
     def preflights(self) -> bool:
         """Whether this cluster's cycles run the preflight (only clusters the hook recreates)."""
         return strategy.opted_in(self.strategy) and not self.owner and not self.native and self.preflight_policy.enabled
+
+    @property
+    def looks(self) -> tuple[tuple[str, str], ...]:
+        """``(kind, name)`` of what its preflight looks for (the hook's RBAC names them)."""
+        return tuple(self.preflight_needs().objects) if self.preflights else ()
 
     def config_hashes(self) -> dict[str, dict[str, str]]:
         """The desired config hashes by kind (``configrefs.CONFIGMAP``, ``SECRET``), then group key."""
@@ -122,7 +127,8 @@ class ClusterPlan:
             data["runningJobs"] = {"policy": self.jobs_policy.action,
                                    **({"waitSeconds": self.jobs_policy.wait_seconds} if self.jobs_policy.wait_seconds else {})}
         if not self.preflight_policy.is_default:  # absent otherwise: plans without it keep their digest
-            data["preflight"] = {"enabled": self.preflight_policy.enabled, "unknown": self.preflight_policy.unknown}
+            data["preflight"] = {"enabled": self.preflight_policy.enabled, "unknown": self.preflight_policy.unknown,
+                                 "clusterReads": self.preflight_policy.cluster_reads}
         if self.dashboard is not None:
             data["dashboard"] = {"service": self.dashboard.service, "port": self.dashboard.port}
         return data
@@ -133,9 +139,8 @@ class ClusterPlan:
         return _compact(self.to_json())
 
     def packed(self) -> "PackedCluster":
-        looks = tuple(self.preflight_needs().objects) if self.preflights else ()
         return PackedCluster(self.name, self.strategy, self.native, self.config_maps, self.secrets, self.text,
-                             self.asks, looks)
+                             self.asks, self.preflights, self.looks)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ClusterPlan":
@@ -173,6 +178,7 @@ class PackedCluster:
     secrets: tuple[str, ...]
     text: str
     asks: jobs.Dashboard | None = None  # the head the hook asks for running jobs (ClusterPlan.asks)
+    preflights: bool = False  # ClusterPlan.preflights
     looks: tuple[tuple[str, str], ...] = ()  # (kind, name) its preflight looks for (the hook's RBAC)
 
     def to_json(self) -> dict[str, Any]:
@@ -224,10 +230,11 @@ def _preflight(data: dict[str, Any]) -> preflight.Policy:
     value = data.get("preflight")
     if value is None:
         return preflight.Policy()
-    if not isinstance(value, dict) or not isinstance(value.get("enabled", True), bool):
-        raise ValueError(f"clusters[{data.get('name')}].preflight is not {{enabled, unknown}}")
+    flags = (value.get("enabled", True), value.get("clusterReads", True)) if isinstance(value, dict) else ()
+    if not flags or not all(isinstance(f, bool) for f in flags):
+        raise ValueError(f"clusters[{data.get('name')}].preflight is not {{enabled, unknown, clusterReads}}")
     try:
-        return preflight.Policy(value.get("enabled", True), preflight.parse_unknown(value.get("unknown", preflight.FAIL)))
+        return preflight.Policy(flags[0], preflight.parse_unknown(value.get("unknown", preflight.FAIL)), flags[1])
     except ValueError as err:
         raise ValueError(f"clusters[{data.get('name')}].preflight.unknown: {err}") from None
 

@@ -62,6 +62,10 @@ class Policy:
 
     enabled: bool = True
     unknown: str = FAIL
+    # False: render could give the hook no ClusterRole (Helm leaves the namespace to the release,
+    # and a ClusterRoleBinding must name its ServiceAccount's): nodes, PriorityClasses and
+    # RuntimeClasses are not checked (render warns), rather than failing every recreate
+    cluster_reads: bool = True
 
     @property
     def is_default(self) -> bool:
@@ -94,6 +98,7 @@ class Needs:
     cluster: str
     objects: dict[tuple[str, str], tuple[str, ...]]
     groups: tuple[GroupNeeds, ...]
+    nodes: bool = True  # whether the groups' fit is checked (Policy.cluster_reads)
 
     def describe(self) -> str:
         """What the preflight checks, in words (the preview's and status's line)."""
@@ -102,6 +107,9 @@ class Needs:
             kinds[kind] = kinds.get(kind, 0) + 1
         objects = ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in sorted(kinds.items()))
         groups = ", ".join(g.group for g in self.groups)
+        if not self.nodes:
+            return (f"that {objects or 'no object (none needed)'} exist; not the nodes, PriorityClasses nor "
+                    "RuntimeClasses (the hook has no ClusterRole: its namespace is left to Helm)")
         return (f"that {objects or 'no object (none needed)'} exist, and that a node fits each of "
                 f"{groups or 'no group'} (requests, nodeSelector, affinity, taints)")
 
@@ -193,9 +201,10 @@ def _group_needs(key: str, template: Any, replicas: int) -> GroupNeeds:
 
 
 def needs(name: str, spec: SpecParts, groups: Iterable[str] | None = None,
-          made_by_hook: Iterable[tuple[str, str]] = ()) -> Needs:
+          made_by_hook: Iterable[tuple[str, str]] = (), cluster_reads: bool = True) -> Needs:
     """What the new pods of cluster ``name`` need (``groups``: the group keys to check, None:
-    every group; ``made_by_hook``: the ``(kind, name)`` the hook itself makes live first)."""
+    every group; ``made_by_hook``: the ``(kind, name)`` the hook itself makes live first;
+    ``cluster_reads`` False: nothing cluster-scoped, :attr:`Policy.cluster_reads`)."""
     wanted = None if groups is None else set(groups)
     made = set(made_by_hook)
     templates = [("head", spec.head.get("template"), 1)] + [
@@ -206,10 +215,12 @@ def needs(name: str, spec: SpecParts, groups: Iterable[str] | None = None,
         if wanted is not None and key not in wanted:
             continue
         for ref in _objects(_mapping(template)):
-            if ref not in made and key not in objects.setdefault(ref, []):
+            if ref in made or (not cluster_reads and ref[0] in CLUSTER_SCOPED):
+                continue
+            if key not in objects.setdefault(ref, []):
                 objects[ref].append(key)
         out.append(_group_needs(key, template, replicas))
-    return Needs(name, {ref: tuple(keys) for ref, keys in sorted(objects.items())}, tuple(out))
+    return Needs(name, {ref: tuple(keys) for ref, keys in sorted(objects.items())}, tuple(out), cluster_reads)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,7 +378,7 @@ def check(n: Needs, live: Live) -> list[Failure]:
         else:
             out.append(Failure(n.cluster, group, f"cannot check that {kind} {name} exists: {found or 'not looked at'}",
                                unknown=True))
-    for g in n.groups:
+    for g in n.groups if n.nodes else ():
         failure = _fit(n.cluster, g, live)
         if failure is not None:
             out.append(failure)

@@ -214,7 +214,7 @@ def preflight_policy(obj: dict[str, Any], chosen: str, default: preflight.Policy
             unknown = preflight.parse_unknown(values[PREFLIGHT_UNKNOWN_ANNOTATION])
         except ValueError as err:
             raise RaygitopsError(f"annotation {PREFLIGHT_UNKNOWN_ANNOTATION}: {printable(str(err))[:100]}") from None
-    return preflight.Policy(enabled, unknown)
+    return preflight.Policy(enabled, unknown, default.cluster_reads)
 
 
 def native_recreate(obj: dict[str, Any]) -> bool:

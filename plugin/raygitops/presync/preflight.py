@@ -77,7 +77,7 @@ def gather(kube: Any, namespace: str, needs: model.Needs, pods: Callable[[], lis
             if err.status not in FORBIDDEN:
                 raise
             live.objects[kind, name] = _cannot(err, f"get {resource}")
-    if any(g.replicas > 0 for g in needs.groups):
+    if needs.nodes and any(g.replicas > 0 for g in needs.groups):
         _nodes(kube, pods, live)
     return live
 
