@@ -95,7 +95,7 @@ def check(c: Context, s: State) -> None:
         c.log.info(c.key, "preflight", "preflight off for this cluster: not checked")
         s.preflight_cleared = True
         return
-    needs = c.plan.preflight_needs(s.groups if s.replace else None)
+    needs = c.plan.preflight_needs(tuple(f"worker:{g}" for g in s.groups) if s.replace else None)
     failures = model.check(needs, gather(c.kube, c.ns, needs, c.pods))
     stopping = model.blocking(failures, policy)
     for failure in failures:
