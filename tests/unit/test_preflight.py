@@ -89,8 +89,8 @@ def test_what_the_hook_makes_live_itself_and_groups_not_replaced_are_left_out():
         ("ConfigMap", "settings"): ("head", "worker:small", "worker:big"),
         ("PersistentVolumeClaim", "big-data"): ("worker:big",)}
     tracked = dataclasses.replace(plan, config_maps=("settings",))
-    assert tracked.preflight_needs(("worker:small",)).objects == {}
-    assert [g.group for g in tracked.preflight_needs(("worker:big",)).groups] == ["worker:big"]
+    assert tracked.preflight_needs(("small",)).objects == {}
+    assert [g.group for g in tracked.preflight_needs(("big",)).groups] == ["worker:big"]
 
 
 # ------------------------------------------------------------------------------- requests
@@ -305,7 +305,7 @@ def test_a_failed_preflight_writes_nothing_but_the_lock(strategy: str, trouble: 
     expected = {"missing-pvc": "PersistentVolumeClaim data does not exist",
                 "too-big": "its pod's requests (cpu: 100) fit none of the 1 nodes its constraints allow; closest: "
                            "cpu 100 > 64 allocatable (node node-1)",
-                "forbidden-nodes": "cannot check that a node fits its pod: the hook may not list nodes (403 Forbidden"}
+                "forbidden-nodes": "cannot check that a node fits its pod: no right to list nodes (403 Forbidden"}
     assert outcome.message.startswith("preflight failed, not touched: cluster demo, ") and expected[trouble] in \
         outcome.message and "\n" not in outcome.message, outcome.message
     # nothing but the lock and its removal was written: no suspend, no spec, no pod deleted
@@ -346,3 +346,43 @@ def test_without_node_list_rights_the_nodes_of_the_clusters_pods_are_read():
     kube.forbidden = {"nodes"}
     report, _ = _run(kube, make_plan(spec=NEW))
     assert [o.result for o in report.outcomes.values()] == [cycle.RECREATED]
+
+
+# ------------------------------------------------------------------------------- diff and status
+
+
+def test_the_diff_line_says_what_the_hook_will_check():
+    spec = _with_pvc(NEW)
+    spec["headGroupSpec"]["template"]["spec"]["imagePullSecrets"] = [{"name": "regcred"}]
+    plan = make_plan(spec=spec)
+    assert preflight.outlook(plan.preflight_policy, plan.preflight_needs()) == (
+        "preflight: before any pod goes the hook checks that data (PersistentVolumeClaim), regcred (Secret) exist, "
+        "and that a node fits each of head, worker:small (requests, nodeSelector, affinity, taints); a check it "
+        "cannot make fails the sync")
+    assert preflight.outlook(preflight.Policy(enabled=False), None).startswith("preflight off: ")
+
+
+def test_status_runs_the_preflight_of_a_drifted_cluster_without_writing(tmp_path):
+    import json
+
+    from raygitops.model.names import STRATEGY_ANNOTATION
+    from raygitops.render.pipeline import render_app
+    from raygitops.status.live import statuses
+
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "raygitops.yaml").write_text(f"namespace: {NS}\nhook: {{runningJobs: proceed}}\n")
+    (app / "c.yaml").write_text(json.dumps({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                                            "metadata": {"name": "demo", "annotations": {STRATEGY_ANNOTATION: "Recreate"}},
+                                            "spec": _with_pvc(NEW)}))
+    result = render_app(str(app), cli_values=[], overrides={})
+    kube = FakeKube()
+    kube.add_cluster("demo", with_crd_defaults(stamped(OLD)))
+    before = copy.deepcopy(kube.clusters)
+    (status,) = statuses(kube, result)
+    assert status.detail.endswith("; preflight now: the sync would fail, not touching it: cluster demo, head, "
+                                  "worker:small: PersistentVolumeClaim data does not exist"), status.detail
+    assert status.to_json()["preflight"]["wouldFail"] is True and kube.clusters == before and not kube.patches
+    kube.objects.add(("persistentvolumeclaims", NS, "data"))
+    (status,) = statuses(kube, result)
+    assert status.detail.endswith("; preflight now: passes") and status.preflight["failures"] == []

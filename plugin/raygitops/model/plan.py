@@ -76,10 +76,12 @@ class ClusterPlan:
         """The max-unavailable bound of worker group ``group``."""
         return self.max_unavailable_by_group.get(group) or self.max_unavailable or strategy.DEFAULT_MAX_UNAVAILABLE
 
-    def preflight_needs(self, groups: tuple[str, ...] | None = None) -> preflight.Needs:
-        """What the new pods of ``groups`` (None: every group) need; the ConfigMaps and Secrets
-        the hook makes live itself are not looked for."""
+    def preflight_needs(self, replaced: tuple[str, ...] | None = None) -> preflight.Needs:
+        """What the new pods need: of every group, or under a replacement of the worker groups
+        ``replaced`` (names) only; the ConfigMaps and Secrets the hook makes live itself are
+        not looked for."""
         made = [(kind, name) for kind, names in self.config_names().items() for name in names]
+        groups = None if replaced is None else [f"worker:{g}" for g in replaced]
         return preflight.needs(self.name, self.spec, groups, made, self.preflight_policy.cluster_reads)
 
     @property

@@ -41,6 +41,11 @@ PVC, SERVICE_ACCOUNT = "PersistentVolumeClaim", "ServiceAccount"
 PRIORITY_CLASS, RUNTIME_CLASS = "PriorityClass", "RuntimeClass"
 NAMESPACED = (CONFIGMAP, SECRET, PVC, SERVICE_ACCOUNT)  # looked up in the cluster's namespace
 CLUSTER_SCOPED = (PRIORITY_CLASS, RUNTIME_CLASS)
+# kind -> its API group, version and resource (the reads, and the hook's RBAC for them)
+RESOURCES = {CONFIGMAP: ("", "v1", "configmaps"), SECRET: ("", "v1", "secrets"),
+             PVC: ("", "v1", "persistentvolumeclaims"), SERVICE_ACCOUNT: ("", "v1", "serviceaccounts"),
+             PRIORITY_CLASS: ("scheduling.k8s.io", "v1", "priorityclasses"),
+             RUNTIME_CLASS: ("node.k8s.io", "v1", "runtimeclasses")}
 BUILTIN_PRIORITY_CLASSES = frozenset({"system-cluster-critical", "system-node-critical"})
 DEFAULT_SERVICE_ACCOUNT = "default"
 HARD_EFFECTS = ("NoSchedule", "NoExecute")  # the taints that keep a new pod off a node
@@ -74,8 +79,8 @@ class Policy:
     def words(self) -> str:
         if not self.enabled:
             return "preflight off"
-        return ("a check the hook cannot make fails the sync" if self.unknown == FAIL
-                else "a check the hook cannot make is reported and passed")
+        return ("a check it cannot make fails the sync" if self.unknown == FAIL
+                else "a check it cannot make is reported and passed")
 
 
 @dataclass(frozen=True)
@@ -102,16 +107,25 @@ class Needs:
 
     def describe(self) -> str:
         """What the preflight checks, in words (the preview's and status's line)."""
-        kinds: dict[str, int] = {}
-        for kind, _ in self.objects:
-            kinds[kind] = kinds.get(kind, 0) + 1
-        objects = ", ".join(f"{n} {k}{'s' if n > 1 else ''}" for k, n in sorted(kinds.items()))
+        kinds: dict[str, list[str]] = {}
+        for kind, name in self.objects:
+            kinds.setdefault(kind, []).append(name)
+        objects = ", ".join(f"{', '.join(names)} ({kind})" for kind, names in sorted(kinds.items()))
+        exist = f"that {objects} exist" if objects else ""
         groups = ", ".join(g.group for g in self.groups)
         if not self.nodes:
-            return (f"that {objects or 'no object (none needed)'} exist; not the nodes, PriorityClasses nor "
-                    "RuntimeClasses (the hook has no ClusterRole: its namespace is left to Helm)")
-        return (f"that {objects or 'no object (none needed)'} exist, and that a node fits each of "
-                f"{groups or 'no group'} (requests, nodeSelector, affinity, taints)")
+            return (f"{exist or 'no object (none needed)'}; not the nodes, PriorityClasses nor RuntimeClasses "
+                    "(the hook has no ClusterRole: its namespace is left to Helm)")
+        fits = f"that a node fits each of {groups or 'no group'} (requests, nodeSelector, affinity, taints)"
+        return f"{exist}, and {fits}" if exist else fits
+
+
+def outlook(policy: Policy, needs: Needs | None) -> str:
+    """What the hook will check before it takes the cluster down (``needs`` None: it will not),
+    in words (``raygitops diff``'s line; ``raygitops status`` adds what it found)."""
+    if needs is None or not policy.enabled:
+        return "preflight off: the hook does not check that the new pods can come up before it takes the cluster down"
+    return f"preflight: before any pod goes the hook checks {needs.describe()}; {policy.words()}"
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:
@@ -383,6 +397,15 @@ def check(n: Needs, live: Live) -> list[Failure]:
         if failure is not None:
             out.append(failure)
     return out
+
+
+SHOWN_FAILURES = 3  # in a one-line summary; the hook's log has every one
+
+
+def summary(failures: list[Failure]) -> str:
+    """The failures as one line: the first few, and how many more."""
+    more = f" (and {len(failures) - SHOWN_FAILURES} more)" if len(failures) > SHOWN_FAILURES else ""
+    return "; ".join(f.line() for f in failures[:SHOWN_FAILURES]) + more
 
 
 def blocking(failures: list[Failure], policy: Policy) -> list[Failure]:

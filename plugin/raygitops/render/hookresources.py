@@ -76,13 +76,6 @@ def _jobs_rules(plan: Plan) -> list[dict[str, Any]]:
     return [{"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": names, "verbs": ["get"]}] if names else []
 
 
-PREFLIGHT_RESOURCES = {CONFIGMAP: ("", "configmaps"), SECRET: ("", "secrets"),
-                       preflight.PVC: ("", "persistentvolumeclaims"),
-                       preflight.SERVICE_ACCOUNT: ("", "serviceaccounts"),
-                       preflight.PRIORITY_CLASS: ("scheduling.k8s.io", "priorityclasses"),
-                       preflight.RUNTIME_CLASS: ("node.k8s.io", "runtimeclasses")}
-
-
 def _preflight_rules(plan: Plan, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
     """GET of the objects of ``kinds`` the clusters' preflights look for (model/preflight.py),
     by name only: never every Secret of the namespace."""
@@ -91,7 +84,7 @@ def _preflight_rules(plan: Plan, kinds: tuple[str, ...]) -> list[dict[str, Any]]
         for kind, name in cluster.looks:
             if kind in kinds:
                 names.setdefault(kind, set()).add(name)
-    return [{"apiGroups": [PREFLIGHT_RESOURCES[kind][0]], "resources": [PREFLIGHT_RESOURCES[kind][1]],
+    return [{"apiGroups": [preflight.RESOURCES[kind][0]], "resources": [preflight.RESOURCES[kind][2]],
              "resourceNames": sorted(names[kind]), "verbs": ["get"]} for kind in kinds if kind in names]
 
 
