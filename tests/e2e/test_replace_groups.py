@@ -39,7 +39,7 @@ class HookApp(App):
         path = self.tmp / "hook.kubeconfig"
         if not path.exists():
             _, hooks, _ = self.render()
-            self.plane.apply([h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")],
+            self.plane.apply([h for h in hooks if h["kind"] in controlplane.HOOK_RBAC_KINDS],
                              namespace=self.ns)
             _token_kubeconfig(self, path, self.ns)
         return str(path)

@@ -225,6 +225,40 @@ def test_the_policy_reads_back_from_the_plan_and_bad_values_are_refused():
         ClusterPlan.from_json(data)
 
 
+def test_the_policy_comes_from_the_annotations_over_the_app_default_and_render_refuses_bad_ones(tmp_path):
+    import json
+
+    from raygitops.errors import RaygitopsError
+    from raygitops.model import strategy
+    from raygitops.model.names import PREFLIGHT_ANNOTATION, PREFLIGHT_UNKNOWN_ANNOTATION, STRATEGY_ANNOTATION
+    from raygitops.render.pipeline import render_app
+
+    def rc(ann: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {"name": "c", "annotations": ann}}
+
+    app = preflight.Policy(True, preflight.PROCEED)
+    recreate = {STRATEGY_ANNOTATION: "Recreate"}
+    assert strategy.preflight_policy(rc(recreate), "Recreate", app) == app
+    assert strategy.preflight_policy(rc({**recreate, PREFLIGHT_ANNOTATION: "false", PREFLIGHT_UNKNOWN_ANNOTATION: "fail"}),
+                                     "Recreate", app) == preflight.Policy(False, preflight.FAIL)
+    for bad, message in [({PREFLIGHT_ANNOTATION: "no"}, "'no' is not \"true\" or \"false\""),
+                         ({PREFLIGHT_UNKNOWN_ANNOTATION: "skip"}, "'skip' is not fail or proceed")]:
+        with pytest.raises(RaygitopsError, match=message):
+            strategy.preflight_policy(rc({**recreate, **bad}), "Recreate", app)
+    with pytest.raises(RaygitopsError, match="applies only to clusters raygitops recreates"):
+        strategy.preflight_policy(rc({PREFLIGHT_ANNOTATION: "false"}), "None", app)
+    # raygitops.yaml's hook.preflight and hook.preflightUnknown reach the plan, per cluster
+    (tmp_path / "raygitops.yaml").write_text(f"namespace: {NS}\nhook: {{preflight: false, preflightUnknown: proceed}}\n")
+    (tmp_path / "c.yaml").write_text(json.dumps({"apiVersion": "ray.io/v1", "kind": "RayCluster",
+                                                 "metadata": {"name": "demo", "annotations": recreate},
+                                                 "spec": cluster_spec()}))
+    (cluster,) = render_app(str(tmp_path), cli_values=[], overrides={}).clusters
+    assert cluster.plan.preflight_policy == preflight.Policy(False, preflight.PROCEED) and not cluster.plan.preflights
+    (tmp_path / "raygitops.yaml").write_text(f"namespace: {NS}\nhook: {{preflightUnknown: skip}}\n")
+    with pytest.raises(RaygitopsError, match="hook.preflightUnknown: 'skip' is not fail or proceed"):
+        render_app(str(tmp_path), cli_values=[], overrides={})
+
+
 # ------------------------------------------------------------------------------- RBAC
 
 
