@@ -162,17 +162,23 @@ def max_unavailable_by_group(obj: dict[str, Any], chosen: str, groups: Iterable[
     return out
 
 
-def jobs_policy(obj: dict[str, Any], chosen: str, default: jobs.Policy) -> jobs.Policy:
-    """The cluster's running-jobs policy: ``raygitops.dev/running-jobs`` and
-    ``raygitops.dev/running-jobs-wait-seconds`` over the app's ``default`` (raygitops.yaml,
-    Argo CD parameters). Refused on a cluster raygitops does not recreate, where it would
-    silently do nothing."""
+def _cycle_annotations(obj: dict[str, Any], chosen: str, *keys: str) -> dict[str, Any]:
+    """The values of ``keys`` on the cluster (None: not set); refused on a cluster raygitops
+    does not recreate, where they would silently do nothing."""
     ann = annotations(obj)
-    values = {key: ann.get(key) for key in (RUNNING_JOBS_ANNOTATION, RUNNING_JOBS_WAIT_ANNOTATION)}
+    values = {key: ann.get(key) for key in keys}
     for key, value in values.items():
         if value is not None and not opted_in(chosen):
             raise RaygitopsError(f"annotation {key} applies only to clusters raygitops recreates "
                                  f"({STRATEGY_ANNOTATION}: Recreate or ReplaceGroups; this cluster's is {chosen})")
+    return values
+
+
+def jobs_policy(obj: dict[str, Any], chosen: str, default: jobs.Policy) -> jobs.Policy:
+    """The cluster's running-jobs policy: ``raygitops.dev/running-jobs`` and
+    ``raygitops.dev/running-jobs-wait-seconds`` over the app's ``default`` (raygitops.yaml,
+    Argo CD parameters)."""
+    values = _cycle_annotations(obj, chosen, RUNNING_JOBS_ANNOTATION, RUNNING_JOBS_WAIT_ANNOTATION)
     try:
         action = default.action if values[RUNNING_JOBS_ANNOTATION] is None else jobs.parse_policy(
             values[RUNNING_JOBS_ANNOTATION])
@@ -195,13 +201,8 @@ def jobs_policy(obj: dict[str, Any], chosen: str, default: jobs.Policy) -> jobs.
 def preflight_policy(obj: dict[str, Any], chosen: str, default: preflight.Policy) -> preflight.Policy:
     """The cluster's preflight policy: ``raygitops.dev/preflight`` ("true"/"false") and
     ``raygitops.dev/preflight-unknown`` (fail/proceed) over the app's ``default``
-    (raygitops.yaml, Argo CD parameters). Refused on a cluster raygitops does not recreate."""
-    ann = annotations(obj)
-    values = {key: ann.get(key) for key in (PREFLIGHT_ANNOTATION, PREFLIGHT_UNKNOWN_ANNOTATION)}
-    for key, value in values.items():
-        if value is not None and not opted_in(chosen):
-            raise RaygitopsError(f"annotation {key} applies only to clusters raygitops recreates "
-                                 f"({STRATEGY_ANNOTATION}: Recreate or ReplaceGroups; this cluster's is {chosen})")
+    (raygitops.yaml, Argo CD parameters)."""
+    values = _cycle_annotations(obj, chosen, PREFLIGHT_ANNOTATION, PREFLIGHT_UNKNOWN_ANNOTATION)
     enabled, unknown = default.enabled, default.unknown
     value = values[PREFLIGHT_ANNOTATION]
     if value is not None:
