@@ -8,7 +8,7 @@
 set -uo pipefail
 marker="<!-- raygitops-diff-comment -->"
 work=$(mktemp -d "${RUNNER_TEMP:-/tmp}/raygitops-diff.XXXXXX")
-args=(--base "$BASE_SHA" --head "$HEAD_SHA" "${INPUT_ROOT:-.}" --format markdown)
+args=(--base "$BASE_SHA" --head "$HEAD_SHA" "${INPUT_ROOT:-.}" --output markdown)
 for g in ${INPUT_APPS:-}; do args+=(--app "$g"); done
 for v in ${INPUT_VALUES:-}; do args+=(--values "$v"); done
 if [ -n "${INPUT_FAIL_ON:-}" ]; then args+=(--fail-on "$INPUT_FAIL_ON"); fi

@@ -168,7 +168,7 @@ def main() -> int:
             with redirect_stdout(out):
                 try:
                     cli_main(["diff", "--base", str(base), "--head", str(head),
-                              "--format", "markdown"], standalone_mode=False)
+                              "--output", "markdown"], standalone_mode=False)
                 except SystemExit:
                     pass
 
@@ -196,7 +196,7 @@ def main() -> int:
         for name in (*formats, "cli"):
             wall = min(w for w, _ in runs[name])
             cpu = min(c for _, c in runs[name])
-            label = f"diff --format {name}" if name != "cli" else "CLI diff --format markdown"
+            label = f"diff --output {name}" if name != "cli" else "CLI diff --output markdown"
             print(f"{label:34} {wall:7.3f}s {wall / wall_floor:6.2f} {cpu:7.3f}s "
                   f"{cpu / cpu_floor:6.2f}")
             worst = max(worst, cpu / cpu_floor)

@@ -4,6 +4,7 @@
 #   the next and the older ray-operators (bin/ray-operator-<version>: KUBERAY_NEXT_VERSION,
 #   KUBERAY_OLDER_VERSIONS), Argo CD (bin/argocd),
 #   Flux's kustomize-controller (bin/kustomize-controller), Helm 4 (bin/helm), kustomize (bin/kustomize),
+#   actionlint (bin/actionlint: the release workflow's linter),
 #   and redis-server from the Debian package (Argo CD's cache; installed when root and missing)
 # into ${RAYGITOPS_E2E_CACHE:-$HOME/.cache/raygitops-e2e}/<E2E_VERSIONS_KEY>/bin.
 # Versions come from versions.env (the only place they are pinned). Idempotent: a binary
@@ -139,6 +140,10 @@ check_module_sum() {  # check_module_sum BINARY MODULE VERSION SUM
   go version -m "$bin/$1" | grep -qP "^\tmod\t$2\t$3\t\Q$4\E\$" ||
     { echo "build.sh: $bin/$1 is not $2 $3 $4 (versions.env): remove its stamp and build again" >&2; return 1; }
 }
+build_actionlint() {  # the version stamped as its Makefile does (else `actionlint -version` says unknown)
+  GOBIN=$bin go install -trimpath -ldflags "-s -w -X github.com/rhysd/actionlint.version=$ACTIONLINT_VERSION" \
+    "github.com/rhysd/actionlint/cmd/actionlint@$ACTIONLINT_VERSION"
+}
 build_kwok() {
   GOBIN=$bin go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
 }
@@ -210,6 +215,7 @@ kube_lane() {
   step flux-share "$FLUX_KUSTOMIZE_CONTROLLER_VERSION-$FLUX_SOURCE_CONTROLLER_VERSION-all" copy_flux_share "$share/flux"
   step helm "$HELM_VERSION" build_helm
   step kustomize "$KUSTOMIZE_VERSION" build_kustomize
+  step actionlint "$ACTIONLINT_VERSION" build_actionlint
   older_operators 1  # 100-300 s each cold: half of them in each lane
 }
 other_lane() {

@@ -33,7 +33,7 @@ def _raygitops(*args: str) -> subprocess.CompletedProcess:
 
 def _render(app: Path) -> tuple[list[dict[str, Any]], str | None]:
     """(the objects Argo CD applies in its sync phase, the plan JSON: None without a hook)."""
-    res = _raygitops("render", str(app), "--format", "json")
+    res = _raygitops("render", str(app), "--output", "json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
     objs = doc["items"] if isinstance(doc, dict) else doc
@@ -82,7 +82,7 @@ class Regime:
 
     def predict(self) -> None:
         res = _raygitops("diff", "--base", str(self.dirs["base"]), "--head", str(self.dirs["head"]),
-                         "--format", "json")
+                         "--output", "json")
         assert res.returncode == 0, res.stderr
         self.predicted = {c["name"]: c["class"] for c in json.loads(res.stdout)["clusters"]}
 

@@ -249,7 +249,7 @@ def test_a_failed_recreate_blocks_flux_until_a_fixing_commit(app: FluxApp):
     # Flux's Ready message names the failed Job only (its Job status reader has no room for
     # more); `raygitops status` on the same app says what failed
     res = subprocess.run([sys.executable, "-m", "raygitops", "status", str(app.app), "--kubeconfig",
-                          app.plane.kubeconfig, "--format", "json"], capture_output=True, text=True, timeout=60)
+                          app.plane.kubeconfig, "--output", "json"], capture_output=True, text=True, timeout=60)
     (demo,) = json.loads(res.stdout)["clusters"]
     assert res.returncode == 3 and demo["state"] == "failed", (res.stderr, demo)
 

@@ -105,7 +105,7 @@ class App:
 
     def render(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Path]:
         self.revision += 1
-        res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(self.dir), "--format", "json"],
+        res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(self.dir), "--output", "json"],
                              capture_output=True, text=True, check=True)
         doc = json.loads(res.stdout)
         objs = doc["items"] if isinstance(doc, dict) else doc
@@ -159,7 +159,7 @@ class App:
     def status(self, *extra: str) -> tuple[int, dict[str, Any]]:
         """``raygitops status`` of the app against the cluster: (exit code, JSON report)."""
         res = subprocess.run([sys.executable, "-m", "raygitops", "status", str(self.dir), "--kubeconfig",
-                              self.plane.kubeconfig, "--format", "json", *extra],
+                              self.plane.kubeconfig, "--output", "json", *extra],
                              capture_output=True, text=True, env=self.hook_env(), timeout=120)
         assert res.returncode in (0, 3), res.stderr
         return res.returncode, json.loads(res.stdout)

@@ -46,7 +46,7 @@ def _app_objects(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _render(app: Path, ns: str) -> tuple[list[dict[str, Any]], str]:
-    res = _raygitops("render", str(app), "-n", ns, "--format", "json")
+    res = _raygitops("render", str(app), "-n", ns, "--output", "json")
     assert res.returncode == 0, res.stderr
     objs = json.loads(res.stdout)["items"]
     plan = next(o["data"]["plan.json"] for o in objs if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "raygitops-plan")

@@ -54,7 +54,7 @@ def test_status_follows_git_and_the_cluster(csa_app: App):
     # the same in the other formats
     for fmt, needle in (("text", "demo"), ("markdown", "| `")):
         res = subprocess.run([sys.executable, "-m", "raygitops", "status", str(app.dir), "--kubeconfig",
-                              app.plane.kubeconfig, "--format", fmt], capture_output=True, text=True,
+                              app.plane.kubeconfig, "--output", fmt], capture_output=True, text=True,
                              env=app.hook_env(), timeout=60)
         assert res.returncode == 3 and needle in res.stdout and "drifted" in res.stdout, res
         assert "3 RayClusters: 1 drifted, 1 stale, 1 absent" in res.stdout

@@ -78,7 +78,7 @@ def _predicted(plane, tmp: Path, ns: str) -> dict[str, dict[str, Any]]:
         (d / "services.yaml").write_text(yaml.safe_dump_all(docs))
         dirs[side] = d
     res = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(dirs["base"]), "--head",
-                          str(dirs["head"]), "--format", "json"], capture_output=True, text=True, timeout=120)
+                          str(dirs["head"]), "--output", "json"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     return {w["name"]: w for w in json.loads(res.stdout)["workloads"]}, dirs
 

@@ -265,7 +265,7 @@ class Fleet:
         return app
 
     def render(self, app: Path | None = None, tag: str = "") -> Rendered:
-        res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(app or self.app), "--format", "json"],
+        res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(app or self.app), "--output", "json"],
                              capture_output=True, text=True, check=True, timeout=120)
         objs = json.loads(res.stdout)["items"]
         hooks = [o for o in objs if "argocd.argoproj.io/hook" in (o["metadata"].get("annotations") or {})]

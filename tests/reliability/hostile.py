@@ -439,7 +439,7 @@ def catalog() -> list[Case]:
     add(Case("int-5000-digits-replicas", {"c.yaml": cluster().replace("replicas: 1", f"replicas: {big_int}")},
              expect="any", group="numbers"))
     add(Case("float-1e999", {"a.yaml": CONFIGMAP + "data:\n  a: 1.0e+999\n"}, expect="any", group="numbers"))
-    add(Case("json-output-inf", {"a.yaml": CONFIGMAP + "data:\n  a: .inf\n"}, args=["--format", "json"],
+    add(Case("json-output-inf", {"a.yaml": CONFIGMAP + "data:\n  a: .inf\n"}, args=["--output", "json"],
              message="JSON cannot hold", group="numbers"))
     add(Case("json-float-1e999", {"a.json": '{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"},'
                                   '"data":{"a":1e999}}'}, expect="any", group="numbers"))
@@ -631,11 +631,11 @@ def catalog() -> list[Case]:
              links={"z.txt": "/dev/zero"}, message="outside|not found", group="paths"))
     add(Case("include-self", {"t.yaml.j2": "{% include 't.yaml.j2' %}"}, message="recursion|memory", group="paths"))
     add(Case("out-dir-traversal", {"c.yaml": CONFIGMAP.replace("name: ok", "name: ../../../pwned")},
-             args=["--out", "{root}/out"], expect="any", check=_no_escape_from_out, group="paths"))
+             args=["--output-dir", "{root}/out"], expect="any", check=_no_escape_from_out, group="paths"))
     add(Case("out-dir-namespace-traversal", {"c.yaml": CONFIGMAP.replace("{name: ok}", "{name: pwned, namespace: ../..}")},
-             args=["--out", "{root}/out"], expect="any", check=_no_escape_from_out, group="paths"))
+             args=["--output-dir", "{root}/out"], expect="any", check=_no_escape_from_out, group="paths"))
     add(Case("out-dir-kind-traversal", {"c.yaml": "apiVersion: v1\nkind: ../../x\nmetadata: {name: pwned}\n"},
-             args=["--out", "{root}/out"], expect="any", check=_no_escape_from_out, group="paths"))
+             args=["--output-dir", "{root}/out"], expect="any", check=_no_escape_from_out, group="paths"))
     add(Case("filename-newline", {"a\nb.yaml": "kind: [\n"}, expect="error", group="paths"))
     add(Case("argocd-params-not-json", {"ok.yaml": CONFIGMAP}, env={"ARGOCD_APP_PARAMETERS": "{"},
              expect="error", group="paths"))
@@ -806,7 +806,7 @@ def problems(case: Case, ws: Workspace, outcome: Outcome, max_rss_mb: int | None
     elif outcome.code == 0:
         if case.expect == "error":
             found.append("expected an error, got a render")
-        if "--out" not in case.args:
+        if "--output-dir" not in case.args:
             if not outcome.stdout.strip():
                 found.append("exit 0 with empty stdout (Argo CD would prune everything)")
             else:
@@ -881,7 +881,7 @@ def run_case(case: Case, mode: str = "subprocess", base: Path | None = None, com
             base_app = ws.root / "base"
             base_app.mkdir()
             (base_app / "c.yaml").write_text(cluster())
-            argv = ["diff", "--base", str(base_app), "--head", str(ws.app), "--format", "json", *argv[2:]]
+            argv = ["diff", "--base", str(base_app), "--head", str(ws.app), "--output", "json", *argv[2:]]
         size = input_size(ws, stdin)
         if mode == "subprocess":
             outcome = run_subprocess(argv, stdin, case.env)

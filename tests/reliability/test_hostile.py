@@ -88,7 +88,7 @@ def test_diff_git_revision_with_symlink_out(tmp_path: Path, target: str) -> None
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "head"], check=True)
     case = Case("git-symlink", expect="any")
-    outcome = hostile.run_subprocess(["diff", "--base", "HEAD~1", "--head", "HEAD", "--format", "json", "app"],
+    outcome = hostile.run_subprocess(["diff", "--base", "HEAD~1", "--head", "HEAD", "--output", "json", "app"],
                                      cwd=str(repo))
     found = hostile.problems(case, ws, outcome, hostile.MAX_RSS_MB)
     found = [p for p in found if not p.startswith(("render output", "render succeeded"))]
@@ -162,7 +162,7 @@ def test_regression_include_reads_outside_before_refusing(tmp_path: Path) -> Non
 def test_regression_out_dir_traversal(tmp_path: Path) -> None:
     """render --out wrote ../../x-pwned.yaml for kind '../../x'."""
     ws, out = _render(tmp_path, {"c.yaml": "apiVersion: v1\nkind: ../../x\nmetadata: {name: pwned}\n"},
-                      "--out", str(tmp_path / "out"))
+                      "--output-dir", str(tmp_path / "out"))
     assert out.code == 1 and not list(tmp_path.rglob("*pwned*"))
 
 

@@ -172,6 +172,28 @@ def kubectl_binary() -> str | None:
 
 # ----------------------------------------------------------------------------- the README's install
 
+def readme_two_commands() -> list[str]:
+    """The README's "Two commands": the command lines of its block (comments left out)."""
+    import re
+
+    section = (REPO / "README.md").read_text().split("\n## Two commands\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```sh\n(.*?)```", section, re.S).group(1)
+    return [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def fresh_clone(dest: Path) -> Path:
+    """The working tree as a fresh clone of it has it: every file git tracks or would track
+    (not ignored), as it is now, nothing else (no .venv, caches or build output)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True, timeout=60).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source = REPO / name
+        if source.is_file():  # a tracked file deleted in the working tree is not there
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
 INSTALL_URL = "https://raw.githubusercontent.com/argoproj/argo-cd/{version}/manifests/install.yaml"
 
 
@@ -180,7 +202,7 @@ def readme_install() -> tuple[str, str, str]:
     written, the `kubectl apply -k` command)."""
     import re
 
-    section = (REPO / "README.md").read_text().split("\n## Argo CD\n", 1)[1].split("\n## ", 1)[0]
+    section = (REPO / "README.md").read_text().split("\n## Install into Argo CD\n", 1)[1].split("\n## ", 1)[0]
     name = re.search(r"write `([\w.-]+)/kustomization\.yaml`", section).group(1)
     block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
     text = "\n".join(line[3:] if line.startswith("   ") else line for line in block.splitlines()) + "\n"

@@ -104,7 +104,7 @@ def _app(root: Path, mode: str = "a", extra: str = "") -> Path:
 
 
 def _render(root: Path) -> tuple[list[dict], subprocess.CompletedProcess]:
-    res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(root), "--format", "json"],
+    res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(root), "--output", "json"],
                          capture_output=True, text=True)
     if res.returncode:
         return [], res
@@ -198,7 +198,7 @@ def test_diff_names_the_configmap_and_its_changed_keys_and_the_untracked(tmp_pat
     _app(tmp_path / "base" / "app", "a")
     _app(tmp_path / "head" / "app", "b")
     res = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(tmp_path / "base"),
-                          "--head", str(tmp_path / "head"), "app", "--format", "json"], capture_output=True, text=True)
+                          "--head", str(tmp_path / "head"), "app", "--output", "json"], capture_output=True, text=True)
     report = json.loads(res.stdout)
     (cluster,) = report["clusters"]
     assert cluster["class"] == "replace", cluster
@@ -355,7 +355,7 @@ def test_diff_names_the_secret_and_its_changed_keys_never_a_value(tmp_path: Path
     _secret_app(tmp_path / "base" / "app", password="old-" + PASSWORD)
     _secret_app(tmp_path / "head" / "app", password=PASSWORD)
     res = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(tmp_path / "base"),
-                          "--head", str(tmp_path / "head"), "app", "--format", fmt], capture_output=True, text=True)
+                          "--head", str(tmp_path / "head"), "app", "--output", fmt], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
     assert "Secret/creds (keys PASSWORD)" in res.stdout
     encoded = [base64.b64encode(p.encode()).decode() for p in (PASSWORD, "old-" + PASSWORD)]

@@ -242,7 +242,7 @@ def test_diff_does_not_refuse_the_base_for_what_the_head_fixes(tmp_path: Path) -
         side.mkdir()
         (side / "cluster.yaml").write_text(text)
     res = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(base), "--head", str(head),
-                          "--format", "json"], capture_output=True, text=True, timeout=60)
+                          "--output", "json"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     res = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(head), "--head", str(base)],
                          capture_output=True, text=True, timeout=60)

@@ -238,7 +238,7 @@ def flux_objects() -> dict[str, dict]:
 
 def test_flux_rendered_is_up_to_date(tmp_path: Path) -> None:
     out = tmp_path / "rendered"
-    res = render("examples/flux/app", "--flux", "--out", str(out))
+    res = render("examples/flux/app", "--flux", "--output-dir", str(out))
     assert res.returncode == 0, res.stderr
     cmp = filecmp.dircmp(out, FLUX / "rendered")
 
@@ -249,7 +249,7 @@ def test_flux_rendered_is_up_to_date(tmp_path: Path) -> None:
         return found
 
     assert not diffs(cmp), ("examples/flux/rendered is stale: run "
-                            "`raygitops render examples/flux/app --flux --out examples/flux/rendered`")
+                            "`raygitops render examples/flux/app --flux --output-dir examples/flux/rendered`")
 
 
 def emulate_kustomize_controller(kubectl: str, ks: dict, workdir: Path) -> list[dict]:

@@ -130,7 +130,7 @@ def write_app(root: Path, chart: str, config: str = "") -> None:
 def test_the_preview_shows_the_bump_and_that_it_recreates_nothing(tmp_path: Path) -> None:
     write_app(tmp_path / "base", "raydemo-0.3.0")
     write_app(tmp_path / "head", "raydemo-0.4.0")
-    res = run("diff", "--base", "base", "--head", "head", "--format", "json", "--exit-code", cwd=tmp_path)
+    res = run("diff", "--base", "base", "--head", "head", "--output", "json", "--exit-code", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     (cluster,) = json.loads(res.stdout)["clusters"]
     assert cluster["class"] != "recreate"
@@ -143,7 +143,7 @@ def test_the_preview_shows_the_bump_and_that_it_recreates_nothing(tmp_path: Path
 def test_raygitops_yaml_replaces_the_list(tmp_path: Path) -> None:
     write_app(tmp_path / "base", "raydemo-0.3.0", "hash:\n  ignore: []\n")
     write_app(tmp_path / "head", "raydemo-0.4.0", "hash:\n  ignore: []\n")
-    res = run("diff", "--base", "base", "--head", "head", "--format", "json", "--exit-code", cwd=tmp_path)
+    res = run("diff", "--base", "base", "--head", "head", "--output", "json", "--exit-code", cwd=tmp_path)
     assert res.returncode == 3 and json.loads(res.stdout)["clusters"][0]["class"] == "recreate"
     write_app(tmp_path / "bad", "x", "hash:\n  ignore: 7\n")
     bad = run("render", "bad", cwd=tmp_path)
@@ -163,7 +163,7 @@ def test_a_chart_bump_between_two_commits_of_a_real_repository(tmp_path: Path) -
     git("checkout", "-qb", "bump")
     write_app(tmp_path / "app", "raydemo-0.4.0")
     git("commit", "-qam", "chart 0.4.0")
-    res = run("diff", "--base", "main", "--head", "bump", "app", "--format", "json", "--exit-code", cwd=tmp_path)
+    res = run("diff", "--base", "main", "--head", "bump", "app", "--output", "json", "--exit-code", cwd=tmp_path)
     assert res.returncode == 0, res.stdout + res.stderr
     (cluster,) = json.loads(res.stdout)["clusters"]
     assert cluster["class"] != "recreate" and any(c.get("hashIgnored") for c in cluster["changes"])

@@ -282,7 +282,7 @@ def test_diff_refuses_a_head_the_operator_refuses_not_a_base(tmp_path: Path) -> 
     res = _raygitops("diff", "--base", str(good), "--head", str(bad))
     assert res.returncode == 1 and "refuses this RayCluster" in res.stderr and res.stdout == ""
     # base is what runs today, whatever it holds: the preview still says what the fix does
-    res = _raygitops("diff", "--base", str(bad), "--head", str(good), "--format", "json")
+    res = _raygitops("diff", "--base", str(bad), "--head", str(good), "--output", "json")
     assert res.returncode == 0, res.stderr
 
 

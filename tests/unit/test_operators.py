@@ -99,7 +99,7 @@ def test_diff_says_what_a_kuberay_version_change_does(tmp_path: Path) -> None:
         (tmp_path / side / "c.yaml").write_text(APP)
         (tmp_path / side / "raygitops.yaml").write_text(f'kuberayVersion: "{version}"\n')
     res = subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(tmp_path / "base"), "--head",
-                          str(tmp_path / "head"), "--format", "json"], capture_output=True, text=True, timeout=60)
+                          str(tmp_path / "head"), "--output", "json"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     report = json.loads(res.stdout)
     (cluster,) = report["clusters"]

@@ -56,7 +56,7 @@ def invoke(args: list[str], stdin: str | bytes | None = None, env: dict[str, str
 def test_app_file(tmp_path: Path, kind: str) -> None:
     root = write(tmp_path / "app", {"c.yaml": cluster(meta=RECREATE), "bad.yaml": MALFORMED_YAML[kind]})
     out = tmp_path / "out"
-    assert_contract(invoke(["render", str(root), "--out", str(out)]), "bad.yaml")
+    assert_contract(invoke(["render", str(root), "--output-dir", str(out)]), "bad.yaml")
     assert not out.exists(), "nothing written"
 
 

@@ -382,7 +382,7 @@ def test_diff_says_which_groups_a_replacement_touches(tmp_path):
 
     app(tmp_path / "base" / "app", "rayproject/ray:2.41.0")
     app(tmp_path / "head" / "app", NEW)
-    report = json.loads(diff("--format", "json").stdout)
+    report = json.loads(diff("--output", "json").stdout)
     (cluster,) = report["clusters"]
     assert cluster["class"] == "replace" and report["verdict"] == "replace"
     assert cluster["reason"] == ("opted in (ReplaceGroups): replaces 4 pods of group big (2 at a time); "
@@ -391,14 +391,14 @@ def test_diff_says_which_groups_a_replacement_touches(tmp_path):
     assert cluster["replace"] == {"maxUnavailable": "2", "kept": ["head", "small"], "groups": [
         {"group": "big", "change": "changed", "pods": {"min": 4, "max": 4}, "atATime": 2}]}
     assert report["summary"]["text"] == "This merge replaces worker groups of 1 RayCluster (4 pods; heads kept)"
-    assert "replaces 4 pods of group big" in diff("--format", "markdown").stdout
+    assert "replaces 4 pods of group big" in diff("--output", "markdown").stdout
     assert diff("--exit-code").returncode == 3 and diff("--fail-on", "stale").returncode == 0
 
     # the head changes too: the full cycle, every pod
     app(tmp_path / "head2" / "app", NEW, head_image=NEW)
     (tmp_path / "head").rename(tmp_path / "head1")
     (tmp_path / "head2").rename(tmp_path / "head")
-    (cluster,) = json.loads(diff("--format", "json").stdout)["clusters"]
+    (cluster,) = json.loads(diff("--output", "json").stdout)["clusters"]
     assert cluster["class"] == "recreate" and "ReplaceGroups takes the full cycle" in cluster["reason"]
     assert cluster["pods"] == {"min": 7, "max": 7}
 

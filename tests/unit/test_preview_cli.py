@@ -65,7 +65,7 @@ def test_bad_yaml_at_base_names_side_file_and_line(tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     app(tmp_path, "b", {"cluster.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: [x\n"})
     app(tmp_path, "h", {"cluster.yaml": cluster()})
-    result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app", "--format", "json")
+    result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app", "--output", "json")
     assert result.exit_code == 1
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
@@ -134,11 +134,11 @@ def test_fail_on_chooses_the_classes(tmp_path: Path, monkeypatch: pytest.MonkeyP
     app(tmp_path, "d", {"cluster.yaml": cluster()})  # "gone" deleted: every pod of it goes
     app(tmp_path, "s", {"cluster.yaml": cluster(image="rayproject/ray:2.10.0", strategy="None")
                          + "---\n" + cluster(name="gone")})
-    deleted = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "d", "app", "--format", "json")
+    deleted = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "d", "app", "--output", "json")
     data = json.loads(deleted.stdout)
     assert deleted.exit_code == 0 and data["verdict"] == "delete", deleted.output  # never "changes"
     assert data["summary"]["text"] == "This merge deletes 1 RayCluster (3 pods go)"
-    md = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "d", "app", "--format", "markdown")
+    md = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "d", "app", "--output", "markdown")
     assert "\n⚠️ **This merge deletes 1 RayCluster" in md.stdout and "✅" not in md.stdout, md.stdout
     cases = [("d", "delete", 3), ("d", "recreate,stale", 0), ("d", "any", 3), ("s", "stale", 3),
              ("s", "delete, stale", 3), ("s", "recreate", 0), ("s", "in-place", 0)]
@@ -157,7 +157,7 @@ def test_preview_masking_patterns_from_raygitops_yaml(tmp_path: Path, monkeypatc
     config = "preview:\n  mask: [license_*]\n"
     app(tmp_path, "b", {"cluster.yaml": base, "raygitops.yaml": config})
     app(tmp_path, "h", {"cluster.yaml": head, "raygitops.yaml": config})
-    result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app", "--format", "json")
+    result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app", "--output", "json")
     assert result.exit_code == 0, result.output
     changes = {c["path"].rsplit("/", 2)[-2]: c for c in json.loads(result.stdout)["clusters"][0]["changes"]}
     assert (changes["0"]["old"], changes["0"]["new"], changes["0"]["masked"]) == ("••••", "••••", True)
@@ -174,7 +174,7 @@ def test_same_values_flags_on_both_sides(tmp_path: Path, monkeypatch: pytest.Mon
     app(tmp_path, "h", {"cluster.yaml.j2": template.replace("replicas: 2", "replicas: 3")})
     (tmp_path / "values.yaml").write_text("image: rayproject/ray:2.9.0\n")
     result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app",
-                    "--values", "values.yaml", "--format", "json")
+                    "--values", "values.yaml", "--output", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert [c["class"] for c in data["clusters"]] == ["in-place"]
@@ -189,7 +189,7 @@ def test_markdown_stays_under_github_limit(tmp_path: Path,
     app(tmp_path, "b", {"c.yaml": base})
     app(tmp_path, "h", {"c.yaml": head})
     result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app",
-                    "--format", "markdown")
+                    "--output", "markdown")
     assert result.exit_code == 0, result.output
     text = result.stdout
     assert len(text) <= 65536
@@ -243,7 +243,7 @@ def test_hook_objects_ignored_and_other_kinds_counted(tmp_path: Path,
     app(tmp_path, "h", {"c.yaml": cluster(image="new"), "cm.yaml": cm.format(n="x", v=2)
                         + "---\n" + cm.format(n="new", v=1)})
     result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app",
-                    "--format", "json")
+                    "--output", "json")
     data = json.loads(result.stdout)
     kinds = {k["kind"]: k for k in data["otherObjects"]}
     # the PreSync hook resources (Job, Role, ConfigMap raygitops-plan, …) are not counted

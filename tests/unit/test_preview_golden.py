@@ -37,7 +37,7 @@ def stable(text: str) -> str:
 
 @pytest.mark.parametrize("fmt", sorted(FORMATS))
 def test_golden(monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
-    result = run_diff(monkeypatch, "--format", fmt)
+    result = run_diff(monkeypatch, "--output", fmt)
     assert result.exit_code == 0, result.output
     got = stable(result.stdout)
     golden = GOLDEN / FORMATS[fmt]
@@ -49,12 +49,12 @@ def test_golden(monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
 
 
 def test_golden_covers_every_class(monkeypatch: pytest.MonkeyPatch) -> None:
-    data = json.loads(run_diff(monkeypatch, "--format", "json").stdout)
+    data = json.loads(run_diff(monkeypatch, "--output", "json").stdout)
     classes = {c["name"]: c["class"] for c in data["clusters"]}
     assert classes == {
         "training": "recreate", "autoscaled": "recreate", "serving": "stale",
         "batch": "stale", "scaled": "in-place", "paused": "in-place", "fresh": "create",
-        "legacy": "delete", "steady": "unchanged",
+        "legacy": "delete", "steady": "unchanged", "grown": "in-place", "switched": "in-place",
     }
     assert data["schemaVersion"] == 1
     assert data["verdict"] == "recreate"
@@ -70,9 +70,9 @@ def test_exit_code(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_text_colour_only_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
-    plain = run_diff(monkeypatch, "--format", "text").stdout
+    plain = run_diff(monkeypatch, "--output", "text").stdout
     assert "\x1b[" not in plain  # CliRunner's stdout is not a tty
-    coloured = run_diff(monkeypatch, "--format", "text", "--color").stdout
+    coloured = run_diff(monkeypatch, "--output", "text", "--color").stdout
     assert "\x1b[" in coloured
     assert click_unstyle(coloured) == plain
 
@@ -99,7 +99,20 @@ def click_unstyle(text: str) -> str:
 
 def test_secrets_never_printed(monkeypatch: pytest.MonkeyPatch) -> None:
     for fmt in FORMATS:
-        out = run_diff(monkeypatch, "--format", fmt).stdout
+        out = run_diff(monkeypatch, "--output", fmt).stdout
         for secret in ("old-token-value", "new-token-value", "hunter2", "correct-horse"):
             assert secret not in out, (fmt, secret)
         assert "••••" in out
+
+
+def test_a_long_value_is_shown_whole_below_its_change_in_a_fence_it_cannot_close() -> None:
+    """A mapping or list too long for a line was cut JSON; it is YAML below the change, in a
+    markdown fence longer than any backtick run of the manifest's own text."""
+    from raygitops.preview.report_markdown import _fenced
+    from raygitops.preview.wording import BELOW, block, value
+
+    env = [{"name": "SCRIPT", "value": "echo ```done``` " + "x" * 80}]
+    assert value(env) == BELOW and block(env) == f"- name: SCRIPT\n  value: echo ```done``` {'x' * 80}"
+    assert _fenced(block(env), "yaml").startswith("````yaml\n") and _fenced(block(env), "yaml").endswith("\n````")
+    assert value({"a": 1}) == '{"a":1}' and block({"a": 1}) is None
+    assert value("y" * 100) == "\"" + "y" * 78 + "…"  # a long scalar stays on its line, cut

@@ -29,7 +29,7 @@ BASE = {
 
 def impact_of(tmp_path: Path, base: dict, head: dict):
     for side, doc in (("base", base), ("head", head)):
-        (tmp_path / side).mkdir()
+        (tmp_path / side).mkdir(parents=True)
         (tmp_path / side / "c.yaml").write_text(yaml.safe_dump(doc))
     b, h = render_sides(str(tmp_path / "base"), str(tmp_path / "head"))
     (impact,) = classify(b.result, h.result).clusters
@@ -118,8 +118,37 @@ def test_newly_opted_in_is_noted_not_recreated(tmp_path: Path) -> None:
     impact = impact_of(tmp_path, BASE, opted(BASE))
     assert impact.klass == "in-place"
     assert impact.changes == []  # the opt-in annotation is reported as a note
-    assert impact.notes[0] == "upgrade strategy None → Recreate"
-    assert "newly opted in" in impact.notes[1]
+    assert impact.notes[0].startswith("upgrade strategy None → Recreate: newly opted in: if the running pods still "
+                                      "carry an older template"), impact.notes
+
+
+def test_a_change_from_one_opt_in_to_the_other_is_a_strategy_change(tmp_path: Path) -> None:
+    """Recreate → ReplaceGroups was "newly opted in" of a cluster that was opted in."""
+    impact = impact_of(tmp_path, opted(BASE), opted(BASE, "ReplaceGroups"))
+    assert impact.klass == "in-place"
+    assert impact.notes == ["upgrade strategy Recreate → ReplaceGroups: a strategy change, from this sync on the hook "
+                            "replaces only the pods of changed worker groups, in batches (a head change still recreates "
+                            "the whole cluster)"]
+    back = impact_of(tmp_path / "back", opted(BASE, "ReplaceGroups"), opted(BASE))
+    assert back.notes == ["upgrade strategy ReplaceGroups → Recreate: a strategy change, from this sync on the hook "
+                          "recreates the whole cluster when a template changes"]
+    out = impact_of(tmp_path / "out", opted(BASE), opted(BASE, "None"))
+    assert out.notes == ["upgrade strategy Recreate → None: opted out, from this sync on the PreSync hook leaves this "
+                         "cluster's pods alone"]
+
+
+def test_an_added_worker_group_counts_its_pods_and_shows_without_raygitops_stamps(tmp_path: Path) -> None:
+    """The table said PODS - while the detail said 2 pods, and the group's value carried the
+    map render made for its hash stamp."""
+    base = opted(BASE)
+    head = copy.deepcopy(base)
+    group = copy.deepcopy(head["spec"]["workerGroupSpecs"][0])
+    group.update(groupName="gpu", replicas=2, minReplicas=2, maxReplicas=2)
+    head["spec"]["workerGroupSpecs"].append(group)
+    impact = impact_of(tmp_path, base, head)
+    assert impact.klass == "in-place" and impact.pods == PodCount(2, 2)
+    (change,) = impact.changes
+    assert change.op == "add" and change.new == group and "metadata" not in change.new["template"]
 
 
 def test_spec_upgrade_strategy_opt_in_counts(tmp_path: Path) -> None:

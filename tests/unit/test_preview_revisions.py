@@ -69,7 +69,7 @@ def test_revisions_match_directories(repo: Path, monkeypatch: pytest.MonkeyPatch
     (repo / "app" / "scratch.txt").write_text("untracked\n")
     before = snapshot(repo)
     result = diff(repo, monkeypatch, "--base", "HEAD~1", "--head", "HEAD", "app",
-                  "--format", "json")
+                  "--output", "json")
     assert result.exit_code == 0, result.output
     assert snapshot(repo) == before
     data = json.loads(result.stdout)
@@ -82,7 +82,7 @@ def test_revisions_match_directories(repo: Path, monkeypatch: pytest.MonkeyPatch
     assert training["source"]["head"] == "app/clusters.yaml:2"
 
     directories = diff(FIXTURES, monkeypatch, "--base", "base", "--head", "head",
-                       "--format", "json")
+                       "--output", "json")
     by_dir = {c["name"]: (c["class"], c["groups"], c["changes"])
               for c in json.loads(directories.stdout)["clusters"]}
     by_rev = {c["name"]: (c["class"], c["groups"], c["changes"]) for c in data["clusters"]}
@@ -117,7 +117,7 @@ def test_app_missing_at_base_is_all_created(repo: Path, monkeypatch: pytest.Monk
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "new app")
     result = diff(repo, monkeypatch, "--base", "HEAD~1", "--head", "HEAD", "new-app",
-                  "--format", "json")
+                  "--output", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert {c["class"] for c in data["clusters"]} == {"create"}
@@ -154,9 +154,9 @@ def test_path_at_neither_side(repo: Path, monkeypatch: pytest.MonkeyPatch) -> No
 def test_symlinks_and_file_path(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # a single file as PATH at two revisions
     result = diff(repo, monkeypatch, "--base", "HEAD~1", "--head", "HEAD", "app/clusters.yaml",
-                  "--format", "json")
+                  "--output", "json")
     assert result.exit_code == 0, result.output
-    assert len(json.loads(result.stdout)["clusters"]) == 9
+    assert len(json.loads(result.stdout)["clusters"]) == 11
     # a symlink inside the app is checked out as a symlink
     (repo / "app" / "link.yaml").symlink_to("other.yaml")
     git(repo, "add", ".")
@@ -180,7 +180,7 @@ def test_two_revisions_compare_from_their_merge_base(repo: Path, monkeypatch: py
     git(repo, "add", ".")
     git(repo, "commit", "-qm", "feature: a new cluster")
     git(repo, "checkout", "-q", "main")
-    merged = diff(repo, monkeypatch, "--base", "main", "--head", "feature", "app", "--format", "json")
+    merged = diff(repo, monkeypatch, "--base", "main", "--head", "feature", "app", "--output", "json")
     assert merged.exit_code == 0, merged.output
     data = json.loads(merged.stdout)
     assert data["base"]["commit"] == fork and data["base"]["mergeBaseWith"] == "feature"
@@ -188,7 +188,7 @@ def test_two_revisions_compare_from_their_merge_base(repo: Path, monkeypatch: py
     assert changed == {"extra": "create"}, changed  # only the branch's own change
     text = diff(repo, monkeypatch, "--base", "main", "--head", "feature", "app")
     assert f"base merge-base of main and feature ({fork[:12]})" in text.stdout
-    tips = diff(repo, monkeypatch, "--base", "main", "--head", "feature", "app", "--format", "json", "--two-tip")
+    tips = diff(repo, monkeypatch, "--base", "main", "--head", "feature", "app", "--output", "json", "--two-tip")
     tip_classes = {c["name"]: c["class"] for c in json.loads(tips.stdout)["clusters"]}
     assert tip_classes["training"] == "recreate" and "mergeBaseWith" not in json.loads(tips.stdout)["base"]
 
@@ -236,7 +236,7 @@ def test_every_app_under_a_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     git(root, "add", ".")
     git(root, "commit", "-qm", "feature")
 
-    result = diff(root, monkeypatch, "--base", "main", "--head", "feature", "apps", "--format", "json")
+    result = diff(root, monkeypatch, "--base", "main", "--head", "feature", "apps", "--output", "json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     by_app = {a["app"]: [c["class"] for c in a["clusters"]] for a in data["apps"]}
@@ -246,20 +246,20 @@ def test_every_app_under_a_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert all(a["schemaVersion"] == 1 and "base" in a for a in data["apps"])  # the single-app shape
 
     globbed = diff(root, monkeypatch, "--base", "main", "--head", "feature", "apps", "--app", "plain/*",
-                   "--format", "json")
+                   "--output", "json")
     assert [a["app"] for a in json.loads(globbed.stdout)["apps"]] == ["apps/a", "apps/b", "apps/d", "apps/plain/c"]
-    md = diff(root, monkeypatch, "--base", "main", "--head", "feature", "apps", "--format", "markdown",
+    md = diff(root, monkeypatch, "--base", "main", "--head", "feature", "apps", "--output", "markdown",
               "--fail-on", "delete")
     assert md.exit_code == 3 and md.stdout.count("<!-- raygitops-diff path=") == 3, md.output
     assert md.stdout.startswith("**raygitops diff: 3 apps under apps: 2 need a look")
     # an app directory itself is previewed alone, as before
-    single = diff(root, monkeypatch, "--base", "main", "--head", "feature", "apps/a", "--format", "json")
+    single = diff(root, monkeypatch, "--base", "main", "--head", "feature", "apps/a", "--output", "json")
     assert [c["class"] for c in json.loads(single.stdout)["clusters"]] == ["recreate"]
     # directories work the same way
     shutil.copytree(root / "apps", tmp_path / "head" / "apps")
     git(root, "checkout", "-q", "main")
     shutil.copytree(root / "apps", tmp_path / "base" / "apps")
-    dirs = diff(tmp_path, monkeypatch, "--base", "base", "--head", "head", "apps", "--format", "json")
+    dirs = diff(tmp_path, monkeypatch, "--base", "base", "--head", "head", "apps", "--output", "json")
     assert dirs.exit_code == 0, dirs.output
     assert {a["app"]: [c["class"] for c in a["clusters"]] for a in json.loads(dirs.stdout)["apps"]} == \
         {"head/apps/a": ["recreate"], "head/apps/b": ["delete"], "head/apps/d": ["create"]}

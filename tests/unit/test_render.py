@@ -415,7 +415,7 @@ def test_render_never_reads_its_own_out_dir(tmp_path: Path) -> None:
 
     app = write(tmp_path / "app", {"c.yaml": cluster(meta=RECREATE)})
     before = render_app(str(app), env={}).objects
-    result = CliRunner().invoke(main, ["render", str(app), "--out", str(app / "rendered")])
+    result = CliRunner().invoke(main, ["render", str(app), "--output-dir", str(app / "rendered")])
     assert result.exit_code == 0, result.output
     assert render_app(str(app), env={}).objects == before
 

@@ -228,6 +228,19 @@ def test_outside_argo_cd_an_overlay_reads_only_its_directory(tmp_path: Path, too
     assert res.stderr.startswith(f"raygitops: {overlay}/../../base: path leads outside the app directory"), res.stderr
 
 
+def test_the_kustomize_example_from_a_checkout_says_how_to_render_it() -> None:
+    """The repository's own example, as a newcomer tries it: the overlay's base is outside
+    its directory, which render reads alone outside Argo CD. The error gives the pipe that
+    works (checked before any tool runs: no kustomize needed here)."""
+    overlay = "examples/kustomize/overlays/prod"
+    res = render(overlay, cwd=REPO)
+    assert (res.returncode, res.stdout) == (1, "")
+    assert res.stderr == (f"raygitops: {overlay}/../../base: path leads outside the app directory (outside Argo CD, "
+                          f"build the overlay first: kustomize build {overlay} | raygitops render -)\n")
+    readme = (REPO / "examples" / "kustomize" / "README.md").read_text()
+    assert f"kustomize build {overlay} | raygitops render -" in readme
+
+
 @pytest.mark.parametrize("resource", ["https://github.com/kubernetes-sigs/kustomize//examples/helloWorld?ref=v5.8.1",
                                       "github.com/kubernetes-sigs/kustomize/examples/helloWorld?ref=v5.8.1",
                                       "git@github.com:org/repo.git//base", "ssh://git@example.com/r.git"])

@@ -82,9 +82,9 @@ def test_helm_refuses_named_and_unnamed_namespaces_together() -> None:
     assert res.stderr.count("\n") == 1 and "--helm" in res.stderr and "(a)" in res.stderr, res.stderr
 
 
-def test_helm_does_not_go_with_out(tmp_path: Path) -> None:
-    res = render("--helm", "--out", str(tmp_path / "out"), stdin=CLUSTER % "demo")
-    assert res.returncode == 1 and "--out" in res.stderr and not (tmp_path / "out").exists()
+def test_helm_does_not_go_with_output_dir(tmp_path: Path) -> None:
+    res = render("--helm", "--output-dir", str(tmp_path / "out"), stdin=CLUSTER % "demo")
+    assert res.returncode == 2 and "--output-dir" in res.stderr and not (tmp_path / "out").exists()
 
 
 def test_under_helm_an_error_is_kept_in_a_file_a_good_render_removes_it(tmp_path: Path) -> None:

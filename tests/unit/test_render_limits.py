@@ -77,7 +77,7 @@ def test_a_plan_carrying_two_big_configmaps_is_refused_naming_them(tmp_path: Pat
     ConfigMaps named, nothing written (stdout, --out)."""
     app = write(tmp_path, {"c.yaml": reading("big-a", "big-b"), "a.yaml": config_map("big-a", blob=noise(760_000)),
                            "b.yaml": config_map("big-b", blob=noise(760_000))})
-    for args in (["render", str(app)], ["render", str(app), "--out", str(tmp_path / "out")]):
+    for args in (["render", str(app)], ["render", str(app), "--output-dir", str(tmp_path / "out")]):
         result = run(args)
         assert result.exit_code == 1 and result.stdout == "", result.stderr
         (line,) = result.stderr.splitlines()

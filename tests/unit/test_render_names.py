@@ -120,7 +120,7 @@ def test_invalid_object_is_refused_at_its_file_and_line(tmp_path: Path, text: st
     root = app(tmp_path, {"a.yaml": configmap("first") + "---\n" + text})
     out = tmp_path / "out"
     first_lines = configmap("first").count("\n") + 1
-    assert_refused(invoke(["render", str(root), "--out", str(out)]), f"{root}/a.yaml:{first_lines + line}",
+    assert_refused(invoke(["render", str(root), "--output-dir", str(out)]), f"{root}/a.yaml:{first_lines + line}",
                    message, out)
 
 
@@ -151,7 +151,7 @@ def test_valid_edge_cases_render(tmp_path: Path, text: str) -> None:
 
 def test_hook_objects_are_checked_too(tmp_path: Path) -> None:
     root = app(tmp_path, {"c.yaml": cluster("c", RECREATE)})
-    result = invoke(["render", str(root), "--format", "json"])
+    result = invoke(["render", str(root), "--output", "json"])
     assert result.exit_code == 0, result.stderr
     items = json.loads(result.stdout)["items"]
     assert [o["kind"] for o in items][-1] == "Job"
@@ -222,7 +222,7 @@ def _through(source: str, setting: str, value, tmp_path: Path, out: Path) -> tup
     """Render an app with ``setting`` = ``value`` given by ``source``; (result, where it names)."""
     key_path, parameter, flag = SETTING_SOURCES[setting]
     files = {"c.yaml": cluster("c", RECREATE)}  # opted in: the hook objects are rendered
-    args, env = ["render", "--out", str(out)], {}
+    args, env = ["render", "--output-dir", str(out)], {}
     if source == "file":
         files["raygitops.yaml"] = "# settings\n" + yaml.safe_dump(_nested(key_path, value))
         where = f"{tmp_path / 'app' / 'raygitops.yaml'}:{1 + len(key_path)}"
@@ -272,7 +272,7 @@ def _arg(container: dict, flag: str) -> str:
 def test_invalid_argocd_destination_namespace_is_named_as_such(tmp_path: Path) -> None:
     out = tmp_path / "out"
     root = app(tmp_path, {"c.yaml": cluster("c", RECREATE)})
-    result = invoke(["render", "--out", str(out), str(root)], {"ARGOCD_APP_NAMESPACE": "Bad_NS"})
+    result = invoke(["render", "--output-dir", str(out), str(root)], {"ARGOCD_APP_NAMESPACE": "Bad_NS"})
     assert_refused(result, "ARGOCD_APP_NAMESPACE", "namespace 'Bad_NS' is not a DNS-1123 label", out)
     # a namespace set in raygitops.yaml wins over the destination, which is then not used
     (root / "raygitops.yaml").write_text("namespace: ray\n")

@@ -37,14 +37,14 @@ def test_stdin_stream_like_a_post_renderer() -> None:
 
 def test_json_format_is_a_list(tmp_path: Path) -> None:
     root = write(tmp_path, {"c.yaml": cluster()})
-    data = json.loads(invoke(["render", str(root), "--format", "json"]))
+    data = json.loads(invoke(["render", str(root), "--output", "json"]))
     assert data["kind"] == "List" and data["items"][0]["kind"] == "RayCluster"
 
 
 def test_out_dir_writes_stable_files_and_removes_stale(tmp_path: Path) -> None:
     root = write(tmp_path / "app", {"c.yaml": cluster(meta=RECREATE), "cm.yaml": CM})
     out = tmp_path / "out"
-    invoke(["render", str(root), "--out", str(out)])
+    invoke(["render", str(root), "--output-dir", str(out)])
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.yaml"))
     assert files == [
         "_cluster/clusterrole-raygitops-presync-default.yaml", "_cluster/clusterrolebinding-raygitops-presync-default.yaml",
@@ -54,10 +54,10 @@ def test_out_dir_writes_stable_files_and_removes_stale(tmp_path: Path) -> None:
         "default/serviceaccount-raygitops-presync.yaml",
     ]
     before = {p: p.stat().st_mtime_ns for p in out.rglob("*.yaml")}
-    invoke(["render", str(root), "--out", str(out)])
+    invoke(["render", str(root), "--output-dir", str(out)])
     assert {p: p.stat().st_mtime_ns for p in out.rglob("*.yaml")} == before
     (root / "cm.yaml").unlink()
-    invoke(["render", str(root), "--out", str(out)])
+    invoke(["render", str(root), "--output-dir", str(out)])
     assert not (out / "default/configmap-settings.yaml").exists()
 
 
@@ -66,7 +66,7 @@ def test_out_dir_refuses_foreign_directory(tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (out / "precious.yaml").write_text("keep me")
-    result = CliRunner().invoke(main, ["render", str(root), "--out", str(out)])
+    result = CliRunner().invoke(main, ["render", str(root), "--output-dir", str(out)])
     assert result.exit_code == 1 and "refusing" in result.stderr
     assert (out / "precious.yaml").read_text() == "keep me"
 
@@ -74,7 +74,7 @@ def test_out_dir_refuses_foreign_directory(tmp_path: Path) -> None:
 def test_out_dir_untouched_on_error(tmp_path: Path) -> None:
     root = write(tmp_path / "app", {"c.yaml": cluster(), "bad.yaml": "a: [\n"})
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["render", str(root), "--out", str(out)])
+    result = CliRunner().invoke(main, ["render", str(root), "--output-dir", str(out)])
     assert result.exit_code == 1 and not out.exists()
 
 
@@ -118,7 +118,7 @@ def test_hash_command_table_and_json(tmp_path: Path) -> None:
     table = invoke(["hash", str(root / "c.yaml")]).splitlines()
     assert table[0].split() == ["CLUSTER", "GROUP", "HASH", "STRATEGY"]
     assert [row.split()[1] for row in table[1:]] == ["head", "worker:w"]
-    data = json.loads(invoke(["hash", str(root / "c.yaml"), "--format", "json"]))
+    data = json.loads(invoke(["hash", str(root / "c.yaml"), "--output", "json"]))
     assert set(data["default/c"]) == {"strategy", "head", "workers"}
     assert data["default/c"]["head"] == table[1].split()[2]
 
@@ -158,7 +158,7 @@ def test_out_dir_files_are_readable_like_any_file(tmp_path: Path) -> None:
     out = tmp_path / "out"
     old = os.umask(0o022)
     try:
-        invoke(["render", str(root), "--out", str(out)])
+        invoke(["render", str(root), "--output-dir", str(out)])
     finally:
         os.umask(old)
     files = [p for p in out.rglob("*") if p.is_file()]
@@ -196,7 +196,7 @@ def test_version_command() -> None:
 def test_short_options_like_kubectl(tmp_path: Path) -> None:
     root = write(tmp_path, {"c.yaml": cluster()})
     assert invoke(["render", str(root), "-o", "json", "-n", "ml"]) == \
-        invoke(["render", str(root), "--format", "json", "--namespace", "ml"])
+        invoke(["render", str(root), "--output", "json", "--namespace", "ml"])
     assert json.loads(invoke(["hash", str(root / "c.yaml"), "-o", "json"]))
 
 

@@ -27,11 +27,12 @@ def test_relative_links_resolve(doc: Path) -> None:
         assert path.exists(), f"{doc.relative_to(REPO)}: broken link {target}"
 
 
-def test_readme_parameter_table_matches_plugin() -> None:
+def test_parameter_table_matches_plugin() -> None:
+    """docs/argocd.md's parameter table names exactly the parameters plugin.yaml announces."""
     plugin = yaml.safe_load((REPO / "argocd" / "plugin.yaml").read_text())
     announced = {p["name"] for p in plugin["spec"]["parameters"]["static"]}
-    section = REPO.joinpath("README.md").read_text().split("Parameters (`spec.source.plugin.parameters`")[1]
-    table = section.split("\n\n")[1]
+    section = REPO.joinpath("docs", "argocd.md").read_text().split("\n## Parameters\n")[1]
+    table = next(block for block in section.split("\n\n") if block.startswith("| parameter |"))
     documented = set(re.findall(r"`([a-z-]+)`", "\n".join(l.split("|")[1] for l in table.splitlines()[2:])))
     assert documented == announced
 
@@ -53,22 +54,40 @@ def test_readme_cli_commands_exist() -> None:
 
 
 def test_two_commands_section_is_intact() -> None:
-    readme = (REPO / "README.md").read_text()
-    install = ("python3 -m venv .venv && . .venv/bin/activate && pip install --require-hashes --no-deps "
-               "-r requirements/runtime.txt && pip install --no-deps -e . && raygitops render examples/plain")
-    assert install in readme and "\nbash tests/run.sh\n" in readme
+    """The first installs from the locks (hashes checked) with pip's output on stderr and
+    renders an example; the second is the whole suite, what CI runs (.ci/run).
+    tests/unit/test_ship_readme.py runs the first in a fresh clone."""
+    sys.path.insert(0, str(REPO / "tests" / "unit"))
+    import ship_support
+
+    install, suite = ship_support.readme_two_commands()
+    steps = [step.strip() for step in install.split("&&")]
+    assert steps[0] == "python3 -m venv .venv" and steps[1] == ". .venv/bin/activate", steps
+    pips = [step for step in steps if step.startswith("pip ")]
+    assert pips == ["pip install -q --require-hashes --no-deps -r requirements/runtime.txt >&2",
+                    "pip install -q --no-deps -e . >&2"], pips
+    assert steps[-1] == "raygitops render examples/plain" and len(steps) == 5, steps
+    assert suite == "bash tests/run.sh" and suite in (REPO / ".ci" / "run").read_text()
     assert (REPO / "requirements" / "runtime.txt").is_file()
     assert (REPO / "tests" / "run.sh").is_file() and (REPO / "examples" / "plain").is_dir()
 
 
-def test_readme_replace_groups_example_renders_as_it_says(tmp_path: Path) -> None:
-    """The README's two-group ReplaceGroups example is a valid app: render plans a
+def test_readme_is_a_newcomers_page() -> None:
+    """Issue 48: under 200 lines; the reference lives in docs/, each page linked from it."""
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) < 200
+    for page in ("configuration", "reference", "argocd", "presync", "preview", "faq", "testing"):
+        assert f"](docs/{page}.md)" in readme, page
+
+
+def test_replace_groups_example_renders_as_it_says(tmp_path: Path) -> None:
+    """docs/configuration.md's two-group ReplaceGroups example is a valid app: render plans a
     ReplaceGroups cluster with max-unavailable 1 and both worker groups."""
-    section = (REPO / "README.md").read_text().split("## Replacing only the worker groups that changed")[1]
+    section = (REPO / "docs" / "configuration.md").read_text().split("## Replacing only the worker groups that changed")[1]
     example = re.search(r"```yaml\n(.*?)```", section, flags=re.S).group(1)
     (tmp_path / "demo.yaml").write_text(example)
     (tmp_path / "raygitops.yaml").write_text("namespace: ray\n")
-    out = subprocess.run([sys.executable, "-m", "raygitops", "render", str(tmp_path), "--format", "json"],
+    out = subprocess.run([sys.executable, "-m", "raygitops", "render", str(tmp_path), "--output", "json"],
                          capture_output=True, text=True, check=True).stdout
     items = json.loads(out)
     items = items["items"] if isinstance(items, dict) else items
@@ -110,13 +129,13 @@ def test_exit_code_means_one_thing_everywhere() -> None:
     assert {place: meanings for place, meanings in said.items() if set(meanings) != {"recreate,replace"}} == {}, said
 
 
-def test_readme_rbac_summary_lists_every_right_of_the_role() -> None:
-    """The FAQ's "What rights does the hook have?" names every verb on every resource of the
+def test_faq_rbac_summary_lists_every_right_of_the_role() -> None:
+    """docs/faq.md's "What rights does the hook have?" names every verb on every resource of the
     Role render writes (app/ConfigMap and Secret rules included)."""
     from raygitops.render.hookresources import RULES, _config_rules
     from raygitops.model.plan import Plan
 
-    answer = (REPO / "README.md").read_text().split("**What rights does the hook have?**")[1].split("\n\n")[0]
+    answer = (REPO / "docs" / "faq.md").read_text().split("**What rights does the hook have?**")[1].split("\n\n")[0]
     answer = " ".join(answer.split()).lower()
     rules = RULES + [{"resources": ["jobs"], "verbs": ["patch"]}] + _config_rules(
         Plan(namespace="ray", config_maps={"c": {}}, secrets={"s": {}}))

@@ -91,7 +91,7 @@ def _app(root: Path, doc: dict, version: str | None) -> Path:
 
 def _diff(base: Path, head: Path, fmt: str = "json") -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "raygitops", "diff", "--base", str(base), "--head", str(head),
-                           "--format", fmt], capture_output=True, text=True, timeout=60)
+                           "--output", fmt], capture_output=True, text=True, timeout=60)
 
 
 def test_the_preview_of_a_rayservice_image_change(tmp_path: Path) -> None:

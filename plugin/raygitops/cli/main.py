@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import importlib
 import json
+import sys
 from typing import Any
 
 import click
+from click.shell_completion import CompletionItem
 
 from raygitops import __version__
 from raygitops.cli.failures import fail
+from raygitops.cli.options import output_option
 from raygitops.errors import RaygitopsError
 
 # name -> "module:attribute" of a click command, imported only when invoked or listed.
@@ -32,6 +35,28 @@ COMMANDS = {
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
+
+    @staticmethod
+    def description(command: click.Command) -> str:
+        """A command's first sentence, whole: click cuts it to the terminal's width in the
+        help and to 45 characters in zsh's and fish's completion."""
+        return command.get_short_help_str(limit=sys.maxsize)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, self.description(command)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
+        items = super().shell_complete(ctx, incomplete)
+        commands = {item.value: self.get_command(ctx, item.value) for item in items if item.value in COMMANDS}
+        return [CompletionItem(item.value, type=item.type, help=self.description(commands[item.value]))
+                if commands.get(item.value) is not None else item for item in items]
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = COMMANDS.get(name)
@@ -80,8 +105,7 @@ def main(ctx: click.Context) -> None:
 
 
 @click.command()
-@click.option("--format", "-o", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="A line of text, or a JSON object.")
+@output_option(["text", "json"], "text", "Print a line of text, or a JSON object.")
 def version(fmt: str) -> None:
     """Print the raygitops version (the same as --version)."""
     if fmt == "json":

@@ -51,4 +51,4 @@ STORAGE_NS_ANNOTATION = "ray.io/external-storage-namespace"
 OVERWRITE_CMD_ANNOTATION = "ray.io/overwrite-container-cmd"
 
 # --- files --------------------------------------------------------------------------------------
-OUT_MARKER = ".raygitops-out"  # in a directory `raygitops render --out` manages
+OUT_MARKER = ".raygitops-out"  # in a directory `raygitops render --output-dir` manages

@@ -4,8 +4,8 @@ The API server knows each kind's scope from its discovery; render has no API ser
 knows the cluster-scoped kinds of Kubernetes itself (and of the usual add-ons) by name, and
 takes every other kind, custom resources included, for namespaced, as kustomize's
 ``namespace:`` does.  Render sets the namespace of a namespaced object that names none
-(``raygitops.yaml``'s ``namespace``, Argo CD's destination, else ``default``), and ``--out``
-files cluster-scoped ones apart.
+(``raygitops.yaml``'s ``namespace``, Argo CD's destination, else ``default``), and
+``--output-dir`` files cluster-scoped ones apart.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ import click
 
 from raygitops.model import convert
 from raygitops.cli.failures import guarded
+from raygitops.cli.options import output_option
 from raygitops.errors import RaygitopsError
 from raygitops.model.plan import with_secrets
 from raygitops.presync.planfiles import load_plan, load_secrets
@@ -45,8 +46,8 @@ FAILURE_MAX_CHARS = 1000
               help="Seconds to wait for the operator to delete the pods before deleting them directly [plan].")
 @click.option("--max-parallel", type=click.IntRange(*convert.MAX_PARALLEL), default=None, help="Clusters recreated at once [plan].")
 @click.option("--wait-ready/--no-wait-ready", default=None, help="Wait until the new pods are ready [plan].")
-@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="Log lines on stderr and the report on stdout as text, or as JSON (the hook Job's).")
+@output_option(["text", "json"], "text", "The report on stdout and the log lines on stderr as text, or as JSON "
+               "(the hook Job's; --log-format is its name there).", old=None, also=["--log-format"])
 @click.option("--lease-seconds", type=click.IntRange(min=1), default=60, show_default=True,
               help="Lease of the recreate lock: a lock not renewed for this long is taken over.")
 @click.option("--namespace", "-n", default=None,
@@ -57,7 +58,7 @@ FAILURE_MAX_CHARS = 1000
 @guarded
 def presync(plan_paths: tuple[str, ...], secrets_paths: tuple[str, ...], kubeconfig: str | None,
             context: str | None, dry_run: bool, timeout: int | None, drain_grace: int | None,
-            max_parallel: int | None, wait_ready: bool | None, log_format: str, lease_seconds: int,
+            max_parallel: int | None, wait_ready: bool | None, fmt: str, lease_seconds: int,
             namespace: str | None, job: str | None) -> None:
     """PreSync hook: recreate the pods of drifted, opted-in RayClusters."""
     from raygitops.kube.credentials import load_credentials, own_namespace
@@ -87,7 +88,7 @@ def presync(plan_paths: tuple[str, ...], secrets_paths: tuple[str, ...], kubecon
         dry_run=dry_run,
         lease_seconds=lease_seconds,
     )
-    log = Log(log_format)
+    log = Log(fmt)
     log.info(RUN, "start", f"raygitops presync{' (dry run)' if dry_run else ''}: "
              f"{sum(len(p.clusters) for p in plans)} clusters in {', '.join(namespaces)}",
              timeout=opts.timeout, drainGrace=opts.drain_grace, maxParallel=opts.max_parallel,
@@ -103,7 +104,7 @@ def presync(plan_paths: tuple[str, ...], secrets_paths: tuple[str, ...], kubecon
     log.emit("error" if report.failed else "info", RUN, "summary", report.line())
     if report.failed and job is not None and not dry_run:
         record_failure(kube, namespaces[0], job, report.failure_reason(), log)
-    if log_format == "json":
+    if fmt == "json":
         sys.stdout.write(json.dumps(report.to_json(), sort_keys=True) + "\n")
     else:
         sys.stdout.write(f"raygitops presync: {report.line()}\n")

@@ -25,6 +25,7 @@ from raygitops.presync.budget import Budget
 from raygitops.presync.logs import Log
 
 PAUSE_ENV = "RAYGITOPS_TEST_PAUSE_AT"
+DEFAULT_PAUSE_SECONDS = 120  # RAYGITOPS_TEST_PAUSE_SECONDS unset
 
 
 class CycleError(Exception):
@@ -192,4 +193,4 @@ class Context:
         behind."""
         if os.environ.get(PAUSE_ENV) == step:
             self.log.warn(self.key, step, f"{PAUSE_ENV}={step}: pausing (test hook)")
-            threading.Event().wait(float(os.environ.get("RAYGITOPS_TEST_PAUSE_SECONDS", "120")))
+            threading.Event().wait(float(os.environ.get("RAYGITOPS_TEST_PAUSE_SECONDS", DEFAULT_PAUSE_SECONDS)))

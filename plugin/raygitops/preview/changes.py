@@ -156,6 +156,24 @@ def _prune(old: Any, new: Any) -> tuple[Any, Any]:
     return strip_raygitops_annotations(old), strip_raygitops_annotations(new)
 
 
+def _unstamped(value: Any) -> Any:
+    """A value to show without the maps that held only raygitops' stamps: render gives every
+    pod template ``metadata.annotations`` for its hash, which is empty once the stamps are
+    taken out (an added worker group would show ``"metadata":{"annotations":{}}``).  Inside
+    the value only: a change AT an annotation map is shown as it is."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            item = _unstamped(item)
+            if key in ("annotations", "metadata") and item == {}:
+                continue
+            out[key] = item
+        return out
+    if isinstance(value, list):
+        return [_unstamped(item) for item in value]
+    return value
+
+
 def _tokens(pointer: str) -> list[str]:
     return jsonpointer.JsonPointer(pointer).parts
 
@@ -317,8 +335,8 @@ def field_changes(base: dict[str, Any], head: dict[str, Any], *, raycluster: boo
         out.append(FieldChange(
             op=op,
             path=path,
-            old=copy.deepcopy(old_shown) if old_shown is not ABSENT else ABSENT,
-            new=copy.deepcopy(new_shown) if new_shown is not ABSENT else ABSENT,
+            old=_unstamped(copy.deepcopy(old_shown)) if old_shown is not ABSENT else ABSENT,
+            new=_unstamped(copy.deepcopy(new_shown)) if new_shown is not ABSENT else ABSENT,
             pod_shaping=shaping,
             group=_group_of(tokens, names) if raycluster else None,
             masked=old_masked or new_masked,

@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from raygitops.cli.failures import guarded
-from raygitops.cli.options import app_path, values_option
+from raygitops.cli.options import app_path, kuberay_version_option, output_option, values_option
 from raygitops.errors import RaygitopsError
 from raygitops.model import operators
 
@@ -67,10 +67,9 @@ def use_color(stream: Any, choice: bool | None) -> bool:
                    "what merging head changes, as `git diff base...head`).")
 @click.option("--keep-upgrade-strategy/--move-upgrade-strategy", default=None,
               help="As for render: keep spec.upgradeStrategy (KubeRay >= 1.6).")
-@click.option("--kuberay-version", default=None, metavar="VERSION",
-              help="The KubeRay operator the app runs on (e.g. 1.6.2), as for render.")
-@click.option("--format", "-o", "fmt", type=click.Choice(["markdown", "json", "text"]),
-              default="text", show_default=True, help="Report format (markdown: a pull-request comment).")
+@kuberay_version_option("The KubeRay operator the app runs on (e.g. 1.6.2), as for render.")
+@output_option(["markdown", "json", "text"], "text",
+               "Print the report as text, markdown (a pull-request comment) or JSON (docs/preview.md).")
 @click.option("--exit-code", is_flag=True,
               help="Exit 3 when at least one RayCluster is recreated or has worker groups replaced (= --fail-on recreate,replace).")
 @click.option("--fail-on", "fail_on", default=None, metavar="CLASSES",

@@ -13,7 +13,8 @@ Classes, one per RayCluster matched by namespace/name:
 - ``stale``     — a group's hash changed but the cluster is not opted in (or is owned by a
   RayJob/RayService, which raygitops never recreates): the running pods keep the old template;
 - ``in-place``  — only fields outside the hash changed (replicas, autoscaling bounds, labels,
-  a quantity written another way, a worker group added or removed …);
+  a quantity written another way, a worker group added or removed …): no running pod is
+  replaced; the pods of an added worker group are created (its ``pods``);
 - ``create`` / ``delete`` / ``unchanged``.
 
 RayServices and RayJobs get a class of their own (:mod:`raygitops.preview.workloads`): what
@@ -34,7 +35,7 @@ from raygitops.model.pods import PodCount, pods_of
 from raygitops.preview import workloads
 from raygitops.preview.changes import DEFAULT_MASKING, FieldChange, Masking, field_changes
 from raygitops.render.renderer import RenderedCluster, RenderResult, is_raycluster
-from raygitops.model.strategy import REPLACE_GROUPS, opted_in
+from raygitops.model.strategy import RECREATE, REPLACE_GROUPS, opted_in
 from raygitops.model.workloads import NEW_CLUSTER
 
 RECREATE_CLASS = "recreate"
@@ -85,7 +86,7 @@ class ClusterImpact:
     suspend_base: bool | None
     suspend_head: bool | None
     autoscaling: bool
-    pods: PodCount  # affected: recreated, left stale, created or deleted
+    pods: PodCount  # affected: recreated, left stale, created (a new cluster's, an added group's) or deleted
     pods_total: PodCount  # all pods of the cluster at head (at base for a delete)
     groups: list[GroupChange] = field(default_factory=list)
     changes: list[FieldChange] = field(default_factory=list)
@@ -353,7 +354,7 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
                          "running pods keep the old template (opt in with annotation "
                          "raygitops.dev/upgrade-strategy: Recreate)")
     else:
-        impact.klass = IN_PLACE
+        impact.klass, impact.pods = IN_PLACE, pods.total(g.pods for g in added)
         parts = []
         if added:
             parts.append(f"worker group {_verb_groups(added)} added (KubeRay creates its pods)")
@@ -414,13 +415,36 @@ def _what_drifted(changed: list[GroupChange], removed: list[GroupChange], articl
     return " and ".join(what)
 
 
+# What the PreSync hook does with a cluster of each strategy (the note on a strategy change).
+STRATEGY_WORDS = {
+    RECREATE: "the hook recreates the whole cluster when a template changes",
+    REPLACE_GROUPS: "the hook replaces only the pods of changed worker groups, in batches (a head change "
+                    "still recreates the whole cluster)",
+}
+
+
+def strategy_change(before: str, after: str, recreated_now: bool, owner: str | None) -> str:
+    """The note on a change of upgrade strategy: going from one opt-in to the other, opting
+    out, or opting in (the hook then acts on pods an earlier change left stale, which the
+    preview cannot see, unless it recreates the cluster this sync anyway).  An owned cluster's
+    is the change alone: the hook never acts on it (another note says so)."""
+    change = f"upgrade strategy {before} → {after}"
+    if owner:
+        return change
+    if opted_in(before) and opted_in(after):
+        return f"{change}: a strategy change, from this sync on {STRATEGY_WORDS[after]}"
+    if opted_in(before):
+        return f"{change}: opted out, from this sync on the PreSync hook leaves this cluster's pods alone"
+    if opted_in(after) and not recreated_now:
+        return (f"{change}: newly opted in: if the running pods still carry an older template (an earlier change "
+                "left them stale), the PreSync hook replaces them on this sync")
+    return change
+
+
 def _notes(impact: ClusterImpact, plan_b: Any, plan_h: Any) -> None:
     if plan_b is not None and plan_b.strategy != plan_h.strategy:
-        impact.notes.append(f"upgrade strategy {plan_b.strategy} → {plan_h.strategy}")
-        if opted_in(plan_h.strategy) and impact.klass != RECREATE_CLASS and not plan_h.owner:
-            impact.notes.append("newly opted in: if the running pods still carry an older "
-                                "template (an earlier change left them stale), the PreSync "
-                                "hook recreates them on this sync")
+        impact.notes.append(strategy_change(plan_b.strategy, plan_h.strategy, impact.klass == RECREATE_CLASS,
+                                            plan_h.owner))
     if plan_h.native:
         impact.notes.append(
             "KubeRay's native Recreate (spec.upgradeStrategy) acts only on a head pod that an "

@@ -10,6 +10,7 @@ and stale clusters are always listed).
 from __future__ import annotations
 
 import html
+import re
 from typing import Any
 
 from raygitops.preview.impact import (
@@ -24,7 +25,7 @@ from raygitops.preview.impact import (
     ClusterImpact,
     Report,
 )
-from raygitops.preview.wording import change_kind, others_line, plural, pods, value, verdict, \
+from raygitops.preview.wording import affected, block, change_kind, others_line, plural, pods, value, verdict, \
     verdict_mark
 
 GITHUB_LIMIT = 65536
@@ -63,19 +64,22 @@ def _groups_cell(c: ClusterImpact) -> str:
     return ", ".join(parts) if parts else "—"
 
 
-def _pods_cell(c: ClusterImpact) -> str:
-    return "—" if c.klass == IN_PLACE or c.pods.is_zero else str(c.pods)
-
-
 def _row(c: ClusterImpact) -> str:
-    return (f"| {_code(c.key)} | {ICONS[c.klass]} {c.klass} | {_pods_cell(c)} | "
+    return (f"| {_code(c.key)} | {ICONS[c.klass]} {c.klass} | {affected(c) or '—'} | "
             f"{_groups_cell(c)} |")
+
+
+def _fenced(text: str, language: str) -> str:
+    """A code block no backtick run inside it can close."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}\n{fence}"
 
 
 def _details(c: ClusterImpact) -> str:
     lines = [
         f"<details><summary><code>{html.escape(c.key)}</code> — {c.klass}"
-        + (f" ({pods(c.pods)})" if c.klass != IN_PLACE and not c.pods.is_zero else "")
+        + (f" ({pods(c.pods)})" if affected(c) else "")
         + "</summary>",
         "",
         f"**Why:** {_text(c.reason)}.",
@@ -102,7 +106,12 @@ def _details(c: ClusterImpact) -> str:
         if len(c.changes) > MAX_CHANGES_SHOWN:
             lines.append("")
             lines.append(f"_…and {len(c.changes) - MAX_CHANGES_SHOWN} more field changes "
-                         "(see `--format json`)._")
+                         "(see `-o json`)._")
+        for ch in c.changes[:MAX_CHANGES_SHOWN]:
+            for side, v in (("old", ch.old), ("new", ch.new)):
+                text = block(v)
+                if text is not None:
+                    lines += ["", f"{_code(ch.path)} ({side}):", "", _fenced(text, "yaml")]
     if c.source_head or c.source_base:
         lines.append("")
         lines.append(f"<sub>{html.escape(c.source_head or c.source_base or '')}</sub>")
@@ -163,7 +172,7 @@ def render(report: Report, base: Any, head: Any, *, budget: int = DEFAULT_BUDGET
             folded_count = len(changed) - len(keep) - len(fold)
             text = core([_row(c) for c in keep + fold],
                         f"…and {folded_count} more (in-place, created or deleted): "
-                        "see `--format json`")
+                        "see `-o json`")
     out = [text]
     size = len(text)
     omitted = 0
@@ -176,6 +185,6 @@ def render(report: Report, base: Any, head: Any, *, budget: int = DEFAULT_BUDGET
         size += len(block) + 1
     if omitted:
         out.append(f"_Details of {plural(omitted, 'more cluster')} omitted to stay under "
-                   "GitHub's comment size limit: run `raygitops diff --format text` "
-                   "or `--format json` for all of them._\n")
+                   "GitHub's comment size limit: run `raygitops diff -o text` "
+                   "or `-o json` for all of them._\n")
     return "\n".join(out)

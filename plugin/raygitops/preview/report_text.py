@@ -18,7 +18,8 @@ from raygitops.preview.impact import (
     UNCHANGED,
     Report,
 )
-from raygitops.preview.wording import change_kind, others_line, plural, pods, value, verdict, workload_line
+from raygitops.preview.wording import affected, block, change_kind, others_line, plural, pods, value, verdict, \
+    workload_line
 
 COLOURS = {RECREATE_CLASS: "red", REPLACE_CLASS: "blue", NATIVE_CLASS: "red", STALE: "yellow", IN_PLACE: "cyan", CREATE: "green",
            DELETE: "magenta", UNCHANGED: None}
@@ -45,8 +46,7 @@ def render(report: Report, base: Any, head: Any, *, color: bool = False) -> str:
         for c in changed:
             groups = ", ".join(g.label if g.change == "changed" else f"{g.label} ({g.change})"
                                for g in c.groups) or "-"
-            shown = "-" if c.klass == IN_PLACE or c.pods.is_zero else str(c.pods)
-            rows.append((c.key, c.klass, shown, groups))
+            rows.append((c.key, c.klass, affected(c) or "-", groups))
         widths = [max(len(r[i]) for r in rows) for i in range(3)]
         out.append("")
         for i, row in enumerate(rows):
@@ -74,7 +74,7 @@ def render(report: Report, base: Any, head: Any, *, color: bool = False) -> str:
     for c in changed:
         out.append("")
         title = f"{c.key}: {c.klass}"
-        if c.klass != IN_PLACE and not c.pods.is_zero:
+        if affected(c):
             title += f" ({pods(c.pods)})"
         out.append(style(title, fg=COLOURS[c.klass], bold=True))
         out.append(f"  {c.reason}")
@@ -91,6 +91,11 @@ def render(report: Report, base: Any, head: Any, *, color: bool = False) -> str:
                        f"{where}: {value(ch.old)} -> {value(ch.new)}  "
                        + style(f"[{kind}]", dim=kind != "pod-shaping",
                                fg="red" if kind == "pod-shaping" else None))
+            for side, v in (("old", ch.old), ("new", ch.new)):
+                lines = block(v)
+                if lines is not None:
+                    out.append(f"    {side}:")
+                    out.extend(f"      {line}" for line in lines.splitlines())
         source = c.source_head or c.source_base
         if source:
             out.append(style(f"  at {source}", dim=True))

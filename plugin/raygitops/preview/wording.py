@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import yaml
+
 from raygitops.preview.changes import ABSENT, FieldChange
 from raygitops.preview.impact import (
     CREATE,
@@ -15,6 +17,7 @@ from raygitops.preview.impact import (
     REPLACE_CLASS,
     STALE,
     UNCHANGED,
+    ClusterImpact,
     PodCount,
     Report,
 )
@@ -29,6 +32,12 @@ def plural(n: int, word: str) -> str:
 def pods(count: PodCount) -> str:
     word = "pod" if count.min == 1 and count.max == 1 else "pods"
     return f"{count} {word}"
+
+
+def affected(c: ClusterImpact) -> str | None:
+    """The pods a cluster's change touches, as the summary shows them (recreated, left stale,
+    created, deleted: ``ClusterImpact.pods``); None when none."""
+    return None if c.pods.is_zero else str(c.pods)
 
 
 def verdict(report: Report) -> str:
@@ -81,13 +90,32 @@ def verdict_mark(report: Report) -> str:
     return {"recreate": "⚠️", "replace": "⚠️", "delete": "⚠️", "stale": "🟡", "changes": "✅", "none": "✅"}[report.verdict]
 
 
-def value(v: Any, limit: int = 80) -> str:
-    """A value on one line (JSON), shortened to ``limit`` characters."""
+VALUE_CHARS = 80
+BELOW = "(below)"
+
+
+def _one_line(v: Any) -> str:
+    return json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def block(v: Any) -> str | None:
+    """A mapping or list too long for one line, as YAML lines to show whole below its change
+    (an added worker group, a container's env); None for what :func:`value` shows."""
+    if not isinstance(v, (dict, list)) or len(_one_line(v)) <= VALUE_CHARS:
+        return None
+    return yaml.safe_dump(v, sort_keys=False, allow_unicode=True, default_flow_style=False, width=10_000).rstrip("\n")
+
+
+def value(v: Any) -> str:
+    """A value on one line (JSON), a scalar shortened to :data:`VALUE_CHARS`; :data:`BELOW`
+    for a :func:`block`."""
     if v is ABSENT:
         return "(none)"
-    text = json.dumps(v, ensure_ascii=False, separators=(",", ":"), default=str)
-    if len(text) > limit:
-        text = text[: limit - 1] + "…"
+    if block(v) is not None:
+        return BELOW
+    text = _one_line(v)
+    if len(text) > VALUE_CHARS:
+        text = text[: VALUE_CHARS - 1] + "…"
     return text
 
 

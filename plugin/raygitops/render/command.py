@@ -10,7 +10,8 @@ import click
 
 from raygitops.cli import helmplugin
 from raygitops.cli.failures import guarded
-from raygitops.cli.options import app_path, values_option
+from raygitops.cli.options import OutputDir, app_path, kuberay_version_option, output_option, renamed, \
+    running_jobs_option, values_option
 from raygitops.errors import RaygitopsError
 from raygitops.model.plan import HookSettings
 
@@ -22,20 +23,21 @@ if TYPE_CHECKING:
 @app_path(default=".", metavar="PATH|-")
 @values_option()
 @click.option("--config", type=str, default=None, help="App config file (default: PATH/raygitops.yaml).")
-@click.option("--out", "out_dir", default=None, help="Write one file per object into DIR instead of stdout.")
-@click.option("--format", "-o", "fmt", type=click.Choice(["yaml", "json"]), default="yaml", show_default=True,
-              help="A YAML stream, or one JSON v1/List.")
+@output_option(["yaml", "json"], "yaml", "Print a YAML stream, or one JSON v1/List.")
+@click.option("--output-dir", "out_dir", type=OutputDir(), default=None, metavar="DIR",
+              help="Write one YAML file per object into DIR (<namespace>/<kind>-<name>.yaml) instead of "
+                   "printing them (as helm template does).")
+@renamed("--out", "--output-dir", "out_dir", type=OutputDir(), metavar="DIR")
 @click.option("--template", "template_stdin", is_flag=True,
               help="Template stdin with Jinja2 like a *.j2 file (values from --values); off: a helm or "
                    "kustomize stream may hold {{ }} of its own.")
-@click.option("--plan-out", "plan_dir", default=None, metavar="DIR",
+@click.option("--plan-out", "plan_dir", type=OutputDir(), default=None, metavar="DIR",
               help="Also write each namespace's hook plan to DIR/<namespace>.json (for `raygitops presync --plan`).")
 @click.option("--namespace", "-n", default=None, help="Namespace of every namespaced object that names none.")
 @click.option("--hook-image", default=None, help="Image of the PreSync hook Job.")
 @click.option("--keep-upgrade-strategy/--move-upgrade-strategy", default=None,
               help="Keep spec.upgradeStrategy (KubeRay >= 1.6) instead of moving it to the annotation.")
-@click.option("--kuberay-version", default=None, metavar="VERSION",
-              help="The KubeRay operator the app runs on (e.g. 1.6.2): refuse what it would drop.")
+@kuberay_version_option("The KubeRay operator the app runs on (e.g. 1.6.2): refuse what it would drop.")
 # Numbers arrive as text and are checked with every other source's values (raygitops.sources.settings),
 # so a bad one is the product's one-line error naming the flag, not a usage error.
 @click.option("--drain-grace", "drain_grace_seconds", default=None, metavar="SECONDS",
@@ -47,9 +49,8 @@ if TYPE_CHECKING:
               help=f"Hook: clusters recreated at once ({HookSettings.max_parallel}).")
 @click.option("--wait-ready/--no-wait-ready", default=None,
               help=f"Hook: wait until the new pods are ready ({'yes' if HookSettings.wait_ready else 'no'}).")
-@click.option("--running-jobs", default=None, metavar="POLICY",
-              help="Hook: running Ray jobs, for clusters whose annotation does not say: wait (default), fail "
-                   "or proceed.")
+@running_jobs_option("Hook: running Ray jobs, for clusters whose annotation does not say: wait (default), fail "
+                     "or proceed.")
 @click.option("--running-jobs-wait-seconds", default=None, metavar="SECONDS",
               help="Hook: the longest wait for running Ray jobs (default: as long as its timeout allows).")
 @click.option("--preflight/--no-preflight", default=None,
@@ -69,7 +70,9 @@ def render(path: str, values: tuple[str, ...], config: str | None, out_dir: str 
     from raygitops.render.pipeline import start_render
 
     if overrides.get("helm") and out_dir is not None:
-        raise RaygitopsError("--helm renders Helm's post-renderer stream: it does not go with --out")
+        raise click.UsageError("--helm renders Helm's post-renderer stream: it does not go with --output-dir")
+    if out_dir is not None and fmt != "yaml":
+        raise click.UsageError(f"--output-dir writes YAML files: -o {fmt} prints instead (give one of them)")
     if template_stdin and path != "-":
         raise RaygitopsError("--template is for stdin (-): files ending in .j2 are templated already")
     # The YAML stream is dumped object by object as the app is read (one file's documents in

@@ -8,14 +8,13 @@ import sys
 import click
 
 from raygitops.cli.failures import guarded
-from raygitops.cli.options import app_path, values_option
+from raygitops.cli.options import app_path, output_option, values_option
 from raygitops.errors import RaygitopsError
 
 
 @click.command("hash")
 @app_path(default=None, metavar="FILE|-")
-@click.option("--format", "-o", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True,
-              help="A table, or JSON keyed by namespace/name.")
+@output_option(["table", "json"], "table", "Print a table, or JSON keyed by namespace/name.")
 @values_option()
 @guarded
 def hash_command(path: str, fmt: str, values: tuple[str, ...]) -> None:

@@ -1,4 +1,4 @@
-"""Rendered objects out: a YAML stream, a JSON List, or one file per object (``--out DIR``).
+"""Rendered objects out: a YAML stream, a JSON List, or one file per object (``--output-dir DIR``).
 
 Nothing is written where the user reads before all of it is made: a directory is only
 touched once the render succeeded, and stdout gets the YAML stream from a spool file once
@@ -107,13 +107,13 @@ def write_out_dir(objects: list[dict[str, Any]], out_dir: str, default_namespace
     texts = {n: dump(o) for n, o in zip(names, objects)}
     if root.exists():
         if not root.is_dir():
-            raise RaygitopsError("--out is not a directory", out_dir)
+            raise RaygitopsError("--output-dir is not a directory", out_dir)
         if any(root.iterdir()) and not (root / OUT_MARKER).is_file():
             raise RaygitopsError(
-                f"--out directory is not empty and has no {OUT_MARKER} marker: "
+                f"--output-dir is not empty and has no {OUT_MARKER} marker: "
                 "refusing to manage files raygitops did not write", out_dir)
     root.mkdir(parents=True, exist_ok=True)
-    (root / OUT_MARKER).write_text("managed by raygitops render --out\n", encoding="utf-8")
+    (root / OUT_MARKER).write_text("managed by raygitops render --output-dir\n", encoding="utf-8")
     for name, text in texts.items():
         _write_atomic(root / name, text)
     for stale in sorted(root.rglob("*.yaml")):

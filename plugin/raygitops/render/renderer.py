@@ -392,7 +392,7 @@ class Render:
             )
         self._seen[identity] = where
         # Every namespaced object lands where the duplicate check, the hook's plan and Role,
-        # and --out take it to be, as kustomize's `namespace:` sets it (Argo CD would
+        # and --output-dir take it to be, as kustomize's `namespace:` sets it (Argo CD would
         # otherwise put a namespace-less one in its destination, whatever raygitops.yaml
         # says); for Helm it stays where Helm puts it, and so does the hook.
         if namespace and namespaced(obj) and not obj["metadata"].get("namespace"):

@@ -72,6 +72,7 @@ class Boundary:
 
     root: Path
     name: str  # "the app directory" or "the repository Argo CD checked out"
+    hint: str = ""  # the way that works instead, added to the error
 
     def inside(self, path: Path, display: str, what: str = "path") -> Path:
         """``path`` resolved (symlinks followed), if it stays inside; else the error."""
@@ -79,13 +80,14 @@ class Boundary:
             resolved = path.resolve()
             resolved.relative_to(self.root)
         except (OSError, RuntimeError, ValueError):
-            raise RaygitopsError(f"{what} leads outside {self.name}", display) from None
+            raise RaygitopsError(f"{what} leads outside {self.name}{self.hint}", display) from None
         return resolved
 
 
-def boundary(app_dir: Path, env: Mapping[str, str]) -> Boundary:
-    """The tree render may read: the app directory, or under Argo CD's plugin the checkout
-    Argo CD handed over (the working directory minus ``ARGOCD_APP_SOURCE_PATH``)."""
+def boundary(app_dir: Path, env: Mapping[str, str], outside_hint: str = "") -> Boundary:
+    """The tree render may read: the app directory (an error leaving it ends with
+    ``outside_hint``), or under Argo CD's plugin the checkout Argo CD handed over (the
+    working directory minus ``ARGOCD_APP_SOURCE_PATH``)."""
     app = app_dir.resolve()
     source_path = (env.get("ARGOCD_APP_SOURCE_PATH") or "").strip("/")
     cwd = Path.cwd().resolve()
@@ -93,7 +95,7 @@ def boundary(app_dir: Path, env: Mapping[str, str]) -> Boundary:
         parts = Path(source_path).parts
         if ".." not in parts and cwd.parts[-len(parts):] == parts:
             return Boundary(Path(*cwd.parts[:-len(parts)]), "the repository Argo CD checked out")
-    return Boundary(app, "the app directory")
+    return Boundary(app, "the app directory", outside_hint)
 
 
 def _check_symlinks(bound: Boundary, top: Path, display: str) -> None:
@@ -308,7 +310,10 @@ def kustomize_documents(app_dir: Path, display: str, settings: Settings, env: Ma
     if settings.values_files or settings.value_overrides or cli_values:
         raise RaygitopsError("values are for templates and Helm charts: a kustomization takes none (set them in "
                              "the kustomization)", marker)
-    check_kustomization(boundary(app_dir, env), app_dir, display)
+    # Only Argo CD's checkout bounds what an overlay reads beyond its directory: elsewhere the
+    # user builds it (a base beside the overlay is kustomize's usual layout).
+    pipe = f" (outside Argo CD, build the overlay first: kustomize build {display} | raygitops render -)"
+    check_kustomization(boundary(app_dir, env, pipe), app_dir, display)
     kustomize = _tool(KUSTOMIZE, marker)
     with tempfile.TemporaryDirectory(prefix="raygitops-kustomize-") as home:
         text = run_tool([kustomize, "build", str(app_dir.resolve()), "--load-restrictor", "LoadRestrictionsRootOnly"],

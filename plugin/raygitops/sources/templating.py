@@ -24,12 +24,14 @@ MAX_TEMPLATE_BYTES = 32 * 1024 * 1024  # as sources.MAX_FILE_BYTES, for included
 # and how long all templates of one render may run (Argo CD kills the plugin at 60 s).
 MAX_VALUE_ITEMS = 1024 * 1024
 MAX_POWER_BITS = 4096
-TEMPLATE_SECONDS = float(os.environ.get("RAYGITOPS_TEMPLATE_SECONDS", "30"))
+DEFAULT_TEMPLATE_SECONDS = 30  # the documented defaults (tests/unit/test_docs_defaults.py)
+TEMPLATE_SECONDS = float(os.environ.get("RAYGITOPS_TEMPLATE_SECONDS", DEFAULT_TEMPLATE_SECONDS))
 # ... and how much memory: one C call (``'x'|center(3000000000)``, ``'%9999999999d' % 1``,
 # ``s|replace('a', s)``) allocates gigabytes before any bound or deadline can look.  While
 # templates run, the address space may grow by at most this much (Linux: RLIMIT_AS); past
 # it, an allocation fails with MemoryError, reported as a template error.
-TEMPLATE_MEMORY_BYTES = int(os.environ.get("RAYGITOPS_TEMPLATE_MEMORY_MB", "1024")) * 1024 * 1024
+DEFAULT_TEMPLATE_MEMORY_MB = 1024
+TEMPLATE_MEMORY_BYTES = int(os.environ.get("RAYGITOPS_TEMPLATE_MEMORY_MB", DEFAULT_TEMPLATE_MEMORY_MB)) * 1024 * 1024
 
 
 def _sized(value: Any) -> int | None:

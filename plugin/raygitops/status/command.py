@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from raygitops.cli.failures import guarded
-from raygitops.cli.options import app_path, values_option
+from raygitops.cli.options import app_path, kuberay_version_option, output_option, values_option
 from raygitops.errors import RaygitopsError
 
 EXIT_NOT_IN_SYNC = 3
@@ -24,11 +24,10 @@ EXIT_NOT_IN_SYNC = 3
 @values_option()
 @click.option("--kubeconfig", default=None, help="Kubeconfig file (default: $KUBECONFIG / ~/.kube/config).")
 @click.option("--context", default=None, help="Kubeconfig context.")
-@click.option("--format", "-o", "fmt", type=click.Choice(["text", "markdown", "json"]), default="text", show_default=True,
-              help="Report format.")
+@output_option(["text", "markdown", "json"], "text", "Print the report as text, markdown or JSON.")
 @click.option("--namespace", "-n", default=None, help="As for render: namespace of objects that name none.")
 @click.option("--keep-upgrade-strategy/--move-upgrade-strategy", default=None, help="As for render.")
-@click.option("--kuberay-version", default=None, metavar="VERSION", help="As for render.")
+@kuberay_version_option("As for render.")
 @guarded
 def status(path: str, values: tuple[str, ...], kubeconfig: str | None, context: str | None, fmt: str,
            **overrides: Any) -> None:
