@@ -39,15 +39,19 @@ class RaygitopsError(Exception):
 
     ``also``: more errors found in the same input at the same time (a RayCluster's schema
     errors), each its own line at its own place; ``str()`` is the first line alone,
-    :meth:`lines` every line."""
+    :meth:`lines` every line.  ``field``: the field of the object at fault
+    (``metadata.annotations.raygitops.dev/running-jobs``), when the raiser knows it but not
+    the line: whoever holds the document finds the line of that field
+    (:meth:`raygitops.sources.yamlio.Document.locate_error`)."""
 
     def __init__(self, message: str, path: str | None = None, line: int | None = None,
-                 also: "list[RaygitopsError] | None" = None):
+                 also: "list[RaygitopsError] | None" = None, field: str | None = None):
         super().__init__(message)
         self.message = message
         self.path = path
         self.line = line
         self.also = list(also or [])
+        self.field = field
 
     def located(self, path: str | None = None, line: int | None = None) -> "RaygitopsError":
         """Fill in a location the raiser did not know (keeps one already set)."""

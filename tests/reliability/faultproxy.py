@@ -526,7 +526,7 @@ def _arrivals(upstream: http.client.HTTPResponse, protobuf: bool) -> "queue.Queu
         while True:
             try:
                 line = read_event(upstream, protobuf)
-            except (OSError, ValueError, http.client.HTTPException):
+            except Exception:  # noqa: BLE001 - the stream cut under it (any way http.client says so): its end
                 line = b""
             arrivals.put((time.monotonic(), line))
             if not line:

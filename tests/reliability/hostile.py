@@ -200,7 +200,7 @@ def _merge_override() -> str:
 
 # A KubeRay newer than the shipped CRD schemas: a field they do not know is only warned about,
 # so a deep value in one reaches the hash (a known field would be refused for its type).
-NEWER_KUBERAY = "kuberayVersion: 1.8.0\n"  # the schemas ship 1.1 to 1.7
+NEWER_KUBERAY = "kuberayVersion: 1.8.0+newest-rules\n"  # the schemas ship 1.1 to 1.7
 
 
 def _deep_in_cluster(levels: int) -> str:
@@ -518,7 +518,7 @@ def catalog() -> list[Case]:
                         "map": "{a: 1}", "unicode-digit": "'\u00b2'", "fullwidth": "'\uff12'",
                         "huge": "'" + "9" * 5000 + "'", "newline": '"1\\n%"', "space-percent": "'25 %'",
                         "exponent": "'1e3'", "nul": '"1\\0"', "hex": "'0x10'"}.items():
-        add(Case(f"max-unavailable-{name}", {"c.yaml": bound(value)}, message="c.yaml:1", group="replace-groups"))
+        add(Case(f"max-unavailable-{name}", {"c.yaml": bound(value)}, message="c.yaml:7", group="replace-groups"))  # the annotation's line
     def by_group(value: str) -> str:
         return replace_groups.replace("ReplaceGroups\n", f"ReplaceGroups\n    raygitops.dev/max-unavailable-by-group: {value}\n", 1)
 
@@ -526,7 +526,7 @@ def catalog() -> list[Case]:
                         "no-equals": "'w'", "empty": "''", "bool": "true", "map": "{w: 1}", "nul": '"w=1\\0"',
                         "huge": "'" + ",".join(f"g{i}=1" for i in range(5000)) + "'", "percent-over": "'w=101%'",
                         "digits-fullwidth": "'w=\uff11'"}.items():
-        add(Case(f"max-unavailable-by-group-{name}", {"c.yaml": by_group(value)}, message="c.yaml:1: annotation "
+        add(Case(f"max-unavailable-by-group-{name}", {"c.yaml": by_group(value)}, message="c.yaml:7: annotation "
                  "raygitops.dev/max-unavailable-by-group", group="replace-groups"))
     add(Case("max-unavailable-by-group-valid", {"c.yaml": by_group("'w=1'")}, expect="ok", group="replace-groups",
              check=_ok_has_kind("RayCluster")))
@@ -549,7 +549,7 @@ def catalog() -> list[Case]:
     for name, value in {"no": "'no'", "bool": "false", "int": "0", "list": "[a]", "empty": "''"}.items():
         add(Case(f"hash-config-{name}", {"c.yaml": reads.replace(
             "upgrade-strategy: Recreate\n", f"upgrade-strategy: Recreate\n    raygitops.dev/hash-config: {value}\n") + cfg},
-            message="c.yaml:1: annotation raygitops.dev/hash-config", group="config-hash"))
+            message="c.yaml:7: annotation raygitops.dev/hash-config", group="config-hash"))
     odd_refs = {"name-list": "envFrom: [{configMapRef: {name: [cfg]}}]", "ref-string": "envFrom: [{configMapRef: cfg}]",
                 "envfrom-map": "envFrom: {configMapRef: {name: cfg}}", "env-valuefrom-list": "env: [{name: A, valueFrom: [1]}]",
                 "nul-name": 'envFrom: [{configMapRef: {name: "c\\0fg"}}]'}

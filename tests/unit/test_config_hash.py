@@ -145,7 +145,7 @@ def test_the_switch_and_its_bad_values(tmp_path: Path):
         == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["settings"], "verbs": ["get"]}]
     _, res = _render(_app(tmp_path / "bad", extra=", raygitops.dev/hash-config: 'no'"))
     assert res.returncode == 1 and res.stdout == ""
-    assert res.stderr.strip() == (f"raygitops: {tmp_path}/bad/demo.yaml:1: annotation raygitops.dev/hash-config: "
+    assert res.stderr.strip() == (f"raygitops: {tmp_path}/bad/demo.yaml:5: annotation raygitops.dev/hash-config: "
                                   "'no' is not true or false")
 
 
@@ -346,7 +346,7 @@ def test_the_hook_refuses_a_plan_naming_secrets_it_was_not_given(tmp_path: Path)
     res = _presync("--plan", str(plan), "--secrets", str(tmp_path / "bad.json"))
     assert res.returncode == 1 and "malformed secrets file: secrets['creds'] is not data string maps" in res.stderr
     res = _presync("--plan", str(plan), "--secrets", str(secrets))
-    assert res.returncode == 1 and "cannot load Kubernetes credentials" in res.stderr  # past the check
+    assert res.returncode == 1 and "kubeconfig file not found" in res.stderr  # past the check
     assert PASSWORD not in res.stderr + res.stdout
 
 
@@ -376,7 +376,7 @@ def test_plan_out_writes_the_secrets_file_beside_the_plan_for_a_run_by_hand(tmp_
     assert json.loads(secrets.read_text())["secrets"]["creds"]["data"] == {
         "PASSWORD": base64.b64encode(PASSWORD.encode()).decode()}
     res = _presync("--plan", str(plan), "--secrets", str(secrets), "--dry-run")
-    assert "cannot load Kubernetes credentials" in res.stderr and PASSWORD not in res.stderr
+    assert "kubeconfig file not found" in res.stderr and PASSWORD not in res.stderr
 
 
 def test_a_large_secrets_file_is_gzipped_and_read_back_from_beside_the_flag(tmp_path: Path):

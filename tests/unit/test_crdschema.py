@@ -193,14 +193,17 @@ def test_a_kuberay_newer_than_every_schema_warns_about_what_it_may_add_or_relax(
              ("  networkPolicy: {mode: DenySome}\n", "spec.networkPolicy.mode: 'DenySome' is not one of", "may accept it")]
     for lines, problem, may in cases:
         assert problem in refused(_with(lines), tmp_path=tmp_path)
-        res = render(_with(lines), "--kuberay-version", "1.8.0", tmp_path=tmp_path)
+        res = render(_with(lines), "--kuberay-version", "1.8.0+newest-rules", tmp_path=tmp_path)
         assert res.returncode == 0 and res.stdout
-        assert res.stderr.startswith("raygitops: warning: ") and res.stderr.count("\n") == 1, res.stderr
+        said, warned = res.stderr.splitlines()
+        assert said == ("raygitops: warning: kuberayVersion 1.8.0+newest-rules: raygitops knows KubeRay 1.1 to 1.7; "
+                        "checked with KubeRay 1.7's rules (CRD schema, operator validation, pod rules)")
+        assert warned.startswith("raygitops: warning: "), res.stderr
         assert problem in res.stderr and "the KubeRay 1.7 CRD, the newest raygitops knows" in res.stderr
         assert f"KubeRay 1.8.0 {may}" in res.stderr, res.stderr
     wrong = _with(cases[0][0]).replace("replicas: 1", "replicas: x")
     assert "spec.workerGroupSpecs[0].replicas: expected integer, got string" in refused(
-        wrong, "--kuberay-version", "1.8.0", tmp_path=tmp_path)
+        wrong, "--kuberay-version", "1.8.0+newest-rules", tmp_path=tmp_path)
 
 
 def test_open_parts_stay_open_and_null_and_defaults_are_fine() -> None:

@@ -270,7 +270,8 @@ def test_render_refuses_in_one_line_what_the_target_operator_refuses(tmp_path: P
     res = _raygitops("render", str(app))
     assert res.returncode == 1 and res.stdout == ""
     (line,) = res.stderr.splitlines()
-    assert line.startswith(f"raygitops: {app / 'c.yaml'}:1: KubeRay v1.6.2 refuses this RayCluster: worker group a: "
+    # at the worker group the rule is about
+    assert line.startswith(f"raygitops: {app / 'c.yaml'}:10: KubeRay v1.6.2 refuses this RayCluster: worker group a: "
                            "idleTimeoutSeconds is set, but autoscaler v2 is not enabled"), line
     assert "validation.go:750 at v1.6.2)" in line
     assert _raygitops("render", str(_app(tmp_path / "b", "    idleTimeoutSeconds: 60\n", "1.5"))).returncode == 0

@@ -99,5 +99,10 @@ current-context: x
     assert (creds.host, creds.token(), creds.verify) == ("https://example.invalid:6443", "Bearer abc", False)
     assert creds.server_name == "api.internal"
     assert creds.proxy == ("http://proxy.invalid:3128" if READS_PROXY_URL else None)
-    with pytest.raises(RaygitopsError, match="cannot load Kubernetes credentials"):
+    with pytest.raises(RaygitopsError, match="kubeconfig file not found") as err:
         credentials.load_credentials(str(tmp_path / "missing"), None)
+    assert str(err.value).startswith(f"{tmp_path}/missing: ")
+    (tmp_path / "empty").write_text("")
+    with pytest.raises(RaygitopsError, match="cannot load Kubernetes credentials") as err:
+        credentials.load_credentials(str(tmp_path / "empty"), None)
+    assert str(err.value).startswith(f"{tmp_path}/empty: ")

@@ -53,18 +53,21 @@ def merge_apply(target: Any, patch: Any) -> Any:
 
 def cluster_spec(image: str = "rayproject/ray:2.41.0", workers: tuple[str, ...] = ("small",),
                  replicas: int = 2, env: str = "info") -> dict[str, Any]:
-    def container(name: str) -> dict[str, Any]:
+    def container(name: str, *ports: dict[str, Any]) -> dict[str, Any]:
         return {
             "name": name, "image": image,
             "env": [{"name": "RAY_LOG_LEVEL", "value": env}],
-            "ports": [{"containerPort": 6379, "name": "gcs"}],
+            "ports": [{"containerPort": 6379, "name": "gcs"}, *ports],
             "resources": {"limits": {"cpu": "1", "memory": "2Gi"}},
         }
 
     return {
         "rayVersion": "2.41.0",
+        # the head declares the dashboard's port: KubeRay's head Service then has it, and the
+        # hook can ask the head for running jobs (render refuses a head it cannot ask)
         "headGroupSpec": {"rayStartParams": {"dashboard-host": "0.0.0.0"},
-                          "template": {"spec": {"containers": [container("ray-head")]}}},
+                          "template": {"spec": {"containers": [
+                              container("ray-head", {"containerPort": 8265, "name": "dashboard"})]}}},
         "workerGroupSpecs": [
             {"groupName": g, "replicas": replicas, "minReplicas": 1, "maxReplicas": 4, "rayStartParams": {},
              "template": {"spec": {"containers": [container("ray-worker")]}}}

@@ -219,6 +219,23 @@ def test_a_head_that_does_not_answer_is_unknown_and_fails_closed_after_the_wait(
     _untouched(kube, uids)
 
 
+def test_a_head_service_without_a_dashboard_port_fails_at_once_not_after_the_budget():
+    """No dashboard port on the head Service: no answer can ever come, so the hook fails the
+    cluster at once (render refuses such a cluster; a plan from elsewhere may still hold one)."""
+    kube = FakeKube()
+    plan = dataclasses.replace(_drifted(kube), dashboard=jobs.Dashboard("demo-head-svc", None))
+    uids = set(kube.pods)
+    kube.ray_jobs = [ray_job()]
+    start = kube.clock.monotonic()
+    report, _ = _run(kube, plan, timeout=900)
+    message = report.outcomes[f"{NS}/demo"].message
+    assert message.startswith("running jobs unknown: head service demo-head-svc exposes no dashboard port"), message
+    assert "waiting cannot change that: not touched" in message
+    assert kube.clock.monotonic() - start < 5 and kube.proxied == []
+    _untouched(kube, uids)
+    assert "the next sync fails" in jobs.outlook(jobs.Policy(), jobs.no_dashboard(plan.head_dashboard()), NOW)
+
+
 def test_proceed_asks_nothing_and_recreates_at_once():
     kube = FakeKube()
     plan = dataclasses.replace(_drifted(kube), jobs_policy=jobs.Policy(jobs.PROCEED))

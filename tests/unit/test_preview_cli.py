@@ -81,7 +81,7 @@ def test_error_at_head_names_head(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     result = invoke(tmp_path, monkeypatch, "--base", "b", "--head", "h", "app", "--exit-code")
     assert result.exit_code == 1
     assert result.stdout == ""
-    assert result.stderr.startswith("raygitops: head: h/app/cluster.yaml:1: ")
+    assert result.stderr.startswith("raygitops: head: h/app/cluster.yaml:17: ")
     assert "groupName" in result.stderr
 
 

@@ -227,7 +227,7 @@ def test_opt_in_inside_rayjob_or_rayservice_is_an_error(tmp_path: Path, kind: st
     """
     with pytest.raises(RaygitopsError, match=f"not allowed.*{kind}") as err:
         render(tmp_path, {"j.yaml": text})
-    assert (err.value.path, err.value.line) == (f"{tmp_path}/j.yaml", 1)
+    assert (err.value.path, err.value.line) == (f"{tmp_path}/j.yaml", 6)  # the field's own line
 
 
 @pytest.mark.parametrize("opt_in", ["annotation", "field"])
@@ -241,7 +241,7 @@ def test_opt_in_inside_a_raycronjob_is_an_error(tmp_path: Path, opt_in: str) -> 
             + "    rayClusterSpec:\n" + field + "      headGroupSpec: {template: {}}\n")
     with pytest.raises(RaygitopsError, match="not allowed.*RayCronJob") as err:
         render(tmp_path, {"c.yaml": text})
-    assert (err.value.path, err.value.line) == (f"{tmp_path}/c.yaml", 1)
+    assert (err.value.path, err.value.line) == (f"{tmp_path}/c.yaml", 5 if opt_in == "annotation" else 10)
     if opt_in == "field":
         assert str(err.value).count("spec.jobTemplate.rayClusterSpec.upgradeStrategy.type") == 1
     plain = text.replace(annotation, "").replace(field, "")
@@ -300,27 +300,29 @@ def test_large_plans_are_compressed(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("key", ["raygitops.dev/upgrade-stratgy", "raygitops.io/upgrade-strategy",
                                  "raygitop.dev/upgrade-strategy", "raygitops.dev/recreate-strategy"])
-def test_near_miss_opt_in_warns_with_the_spelling(tmp_path: Path, key: str) -> None:
-    result = render(tmp_path, {"c.yaml": cluster(meta=f"  annotations: {{{key}: Recreate}}\n")})
-    (warning,) = result.warnings
-    assert warning.startswith(f"{tmp_path}/c.yaml:1: metadata.annotations.{key}: not a raygitops annotation")
-    assert "raygitops.dev/upgrade-strategy" in warning
-    assert result.clusters[0].plan.strategy == "None"  # it opted nothing in: said, not guessed
+def test_a_near_miss_opt_in_is_an_error_at_its_line_with_the_spelling(tmp_path: Path, key: str) -> None:
+    """As written it would leave the cluster not opted in: refused, never guessed."""
+    text = cluster(meta=f"  annotations:\n    team: ml\n    {key}: Recreate\n")
+    with pytest.raises(RaygitopsError) as err:
+        render(tmp_path, {"c.yaml": text})
+    assert str(err.value).startswith(f"{tmp_path}/c.yaml:7: metadata.annotations.{key}: raygitops has no such "
+                                     "annotation (")
+    assert "raygitops.dev/upgrade-strategy" in str(err.value)
 
 
 def test_a_warning_is_said_once_per_app_with_its_clusters(tmp_path: Path) -> None:
-    """The same near miss in many clusters (and a field no shipped CRD schema knows) is one
-    line at the first place, with how many RayClusters carry it and where the next ones are;
-    each message its own line, in the order found; each "did you mean" searched once."""
+    """The same unknown field of a newer KubeRay in many clusters is one line at the first
+    place, with how many RayClusters carry it and where the next ones are; each message its
+    own line, in the order found; each "did you mean" searched once."""
     import difflib
 
     from raygitops import errors
 
-    typo = "  annotations: {raygitops.dev/upgrade-stratgy: Recreate}\n"
-    newer = "  futureOptions: {enabled: true}\n"
-    files = {"a.yaml": "---\n".join(cluster(f"a{i}", meta=typo, spec=newer) for i in range(3)),
-             "b.yaml": "---\n".join([cluster("b0", meta=typo), cluster("b1", meta=typo, spec=newer)]),
-             "raygitops.yaml": "kuberayVersion: '1.99'\n"}
+    future = "  futureOptions: {enabled: true}\n"
+    later = "  laterOptions: {enabled: true}\n"
+    files = {"a.yaml": "---\n".join(cluster(f"a{i}", spec=future + later) for i in range(3)),
+             "b.yaml": "---\n".join([cluster("b0", spec=future), cluster("b1", spec=future + later)]),
+             "raygitops.yaml": "kuberayVersion: '1.99+newest-rules'\n"}
     searched = []
     errors._closest.cache_clear()
     real = difflib.get_close_matches
@@ -328,16 +330,14 @@ def test_a_warning_is_said_once_per_app_with_its_clusters(tmp_path: Path) -> Non
         mp.setattr(difflib, "get_close_matches", lambda *a, **k: searched.append(a[0]) or real(*a, **k))
         result = render(tmp_path, files)
     a = f"{tmp_path}/a.yaml"
-    first, second = result.warnings
-    assert first.startswith(f"{a}:1: metadata.annotations.raygitops.dev/upgrade-stratgy: not a raygitops annotation "
-                            "(did you mean raygitops.dev/upgrade-strategy?); it opts nothing in (in 5 RayClusters: ")
+    rules, first, second = result.warnings
+    assert rules.startswith("kuberayVersion 1.99+newest-rules: raygitops knows KubeRay 1.1 to 1.7; checked with")
+    assert first.startswith(f"{a}:1: spec.futureOptions: unknown field")
     assert first.endswith(f"(in 5 RayClusters: {a}:1, {a}:21, {a}:41, and 2 more)")
-    assert second.startswith(f"{a}:1: spec.futureOptions: unknown field")
+    assert second.startswith(f"{a}:1: spec.laterOptions: unknown field")
     assert second.endswith(f"the newest raygitops knows; KubeRay 1.99 may drop it (in 4 RayClusters: {a}:1, {a}:21, "
                            f"{a}:41, and 1 more)")
-    assert sorted(searched) == ["futureOptions", "raygitops.dev/upgrade-stratgy"]
-    one = render(tmp_path / "one", {"c.yaml": cluster(meta=typo), "raygitops.yaml": "kuberayVersion: '1.99'\n"})
-    assert [w.endswith("it opts nothing in") for w in one.warnings] == [True]
+    assert sorted(searched) == ["futureOptions", "laterOptions"]
 
 
 def test_app_warnings_name_up_to_three_places_and_count_the_rest() -> None:
@@ -392,10 +392,10 @@ def test_render_prints_warnings_on_stderr(tmp_path: Path) -> None:
 
     from raygitops.cli.main import main
 
-    root = write(tmp_path, {"c.yaml": cluster(meta="  annotations: {raygitops.dev/upgrade-stratgy: Recreate}\n")})
+    root = write(tmp_path, {"c.yaml": cluster(meta=RECREATE), "raygitops.yaml": "kuberayVersion: 1.9+newest-rules\n"})
     result = CliRunner().invoke(main, ["render", str(root)])
     assert result.exit_code == 0 and result.stdout.startswith("---\napiVersion: ray.io/v1")
-    assert result.stderr.startswith("raygitops: warning: ") and "did you mean raygitops.dev/upgrade-strategy?" in result.stderr
+    assert result.stderr.startswith("raygitops: warning: kuberayVersion 1.9+newest-rules: ") and "1.7's rules" in result.stderr
 
 
 def test_rendering_the_output_again_gives_the_output(tmp_path: Path) -> None:
@@ -420,9 +420,9 @@ def test_render_never_reads_its_own_out_dir(tmp_path: Path) -> None:
     assert render_app(str(app), env={}).objects == before
 
 
-def test_a_warning_stays_one_line_whatever_the_key(tmp_path: Path) -> None:
+def test_an_annotation_error_stays_one_line_whatever_the_key(tmp_path: Path) -> None:
     obj = {"metadata": {"annotations": {"raygitops.dev/x\nraygitops: fake line": "1"}}}
-    from raygitops.model.strategy import annotation_warnings
+    from raygitops.model.strategy import annotation_problems
 
-    (warning,) = annotation_warnings(obj)
-    assert "\n" not in warning and "\\x0a" in warning
+    ((_, message),) = annotation_problems(obj)
+    assert "\n" not in message and "\\x0a" in message

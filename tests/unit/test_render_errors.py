@@ -53,7 +53,7 @@ def app(tmp_path: Path, files: dict[str, str | bytes]) -> str:
         ("---\nkind: ConfigMap\n", 2, "no apiVersion and kind"),
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {x: 1, x: 2}\n", 4, "duplicate key"),
         ("apiVersion: ray.io/v1\nkind: RayCluster\nmetadata: {name: c}\nspec: {workerGroupSpecs: []}\n",
-         1, "no spec.headGroupSpec"),
+         4, "no spec.headGroupSpec"),
         ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n"
          "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n", 5, "defined twice"),
     ],
@@ -66,7 +66,7 @@ def test_bad_yaml_and_objects(tmp_path: Path, content: str, line: int, message: 
 def test_duplicate_worker_group(tmp_path: Path) -> None:
     text = cluster().replace("  - groupName: w\n", "  - groupName: w\n    template: {}\n  - groupName: w\n", 1)
     root = app(tmp_path, {"c.yaml": "# comment\n" + text})
-    assert_error(run(["render", root]), f"{root}/c.yaml", 2, "duplicate worker groupName 'w'")
+    assert_error(run(["render", root]), f"{root}/c.yaml", 14, "duplicate worker groupName 'w'")  # the second one's
 
 
 def test_undefined_template_variable(tmp_path: Path) -> None:
@@ -210,7 +210,7 @@ def test_templates_cannot_run_forever(tmp_path: Path) -> None:
                                  "raygitops.dev/last-recreate-outcome"])
 def test_hook_owned_annotation_in_input(tmp_path: Path, key: str) -> None:
     """The hook's state in a manifest would be applied by every sync and read back as a
-    recreate in progress: refused, naming file, document and key."""
+    recreate in progress: refused, naming file, the annotation's line and key."""
     text = cluster().replace("metadata:\n", f"metadata:\n  annotations: {{{key}: x}}\n", 1)
     root = app(tmp_path, {"c.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n" + text})
-    assert_error(run(["render", root]), f"{root}/c.yaml", 5, rf"RayCluster \S+: metadata\.annotations\.{key}: ")
+    assert_error(run(["render", root]), f"{root}/c.yaml", 8, rf"RayCluster \S+: metadata\.annotations\.{key}: ")

@@ -105,12 +105,15 @@ def kubeconfig_credentials(kubeconfig: str | None, context: str | None) -> Crede
     ``kubernetes`` package."""
     from kubernetes import client, config  # only this path pays for the import
 
+    if kubeconfig is not None and not os.path.isfile(kubeconfig):
+        raise RaygitopsError("kubeconfig file not found (--kubeconfig)", kubeconfig)
     cfg = client.Configuration()
     try:
         config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg,
                                 persist_config=False)
     except Exception as err:  # noqa: BLE001 - any config problem is a user error
-        raise RaygitopsError(f"cannot load Kubernetes credentials: {err}".splitlines()[0]) from None
+        where = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
+        raise RaygitopsError(f"cannot load Kubernetes credentials: {err}".splitlines()[0], where) from None
 
     verify = bool(cfg.verify_ssl)
     ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert) if verify else ssl._create_unverified_context()  # noqa: S323

@@ -166,22 +166,22 @@ class SpecParts:
 def split_spec(spec: Any) -> SpecParts:
     """Split a RayCluster ``spec`` by group; raises on a malformed spec."""
     if not isinstance(spec, dict):
-        raise RaygitopsError("RayCluster spec is not a mapping")
+        raise RaygitopsError("RayCluster spec is not a mapping", field="spec")
     head = spec.get("headGroupSpec")
     if not isinstance(head, dict):
-        raise RaygitopsError("RayCluster has no spec.headGroupSpec")
+        raise RaygitopsError("RayCluster has no spec.headGroupSpec", field="spec")
     workers: dict[str, dict[str, Any]] = {}
     groups = spec.get("workerGroupSpecs") or []
     if not isinstance(groups, list):
-        raise RaygitopsError("spec.workerGroupSpecs is not a list")
+        raise RaygitopsError("spec.workerGroupSpecs is not a list", field="spec.workerGroupSpecs")
     for index, group in enumerate(groups):
         if not isinstance(group, dict):
-            raise RaygitopsError(f"spec.workerGroupSpecs[{index}] is not a mapping")
+            raise RaygitopsError(f"spec.workerGroupSpecs[{index}] is not a mapping", field=f"spec.workerGroupSpecs[{index}]")
         name = group.get("groupName")
         if not isinstance(name, str) or not name:
-            raise RaygitopsError(f"spec.workerGroupSpecs[{index}] has no groupName")
+            raise RaygitopsError(f"spec.workerGroupSpecs[{index}] has no groupName", field=f"spec.workerGroupSpecs[{index}]")
         if name in workers:
-            raise RaygitopsError(f"duplicate worker groupName {name!r}")
+            raise RaygitopsError(f"duplicate worker groupName {name!r}", field=f"spec.workerGroupSpecs[{index}].groupName")
         workers[name] = {k: v for k, v in group.items() if k != "groupName"}
     return SpecParts(
         cluster={k: v for k, v in spec.items() if k not in ("headGroupSpec", "workerGroupSpecs")},

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from raygitops.errors import closest
 from raygitops.model import pods
 from raygitops.model.objmeta import meta
 
@@ -36,6 +37,8 @@ ACTIVE = ("PENDING", "RUNNING")  # Ray's JobStatus values of a job that has not 
 DASHBOARD_PORT = 8265  # Ray's default (``--dashboard-port``)
 DASHBOARD_PORT_NAME = "dashboard"  # the head service's port KubeRay makes for it by default
 JOBS_PATH = "api/jobs/"
+# where a RayCluster declares the head container's ports (what KubeRay's head Service exposes)
+HEAD_PORTS = "spec.headGroupSpec.template.spec.containers[0].ports"
 
 # What the hook saw of a head (HeadJobs.state)
 NOT_ASKED = "not-asked"  # the preview, or a decision made before the cycle asks
@@ -46,10 +49,13 @@ UNKNOWN = "unknown"
 
 
 def parse_policy(value: Any) -> str:
-    """``wait``, ``fail`` or ``proceed``; ValueError otherwise."""
+    """``wait``, ``fail`` or ``proceed``; ValueError otherwise, with the policy a slip most
+    likely meant (``Wait``, ``fial``)."""
     if isinstance(value, str) and value.strip() in POLICIES:
         return value.strip()
-    raise ValueError(f"{value!r} is not wait, fail or proceed")
+    meant = isinstance(value, str) and (value.strip().lower() if value.strip().lower() in POLICIES
+                                        else closest(value.strip(), POLICIES))
+    raise ValueError(f"{value!r} is not wait, fail or proceed{f' (did you mean {meant}?)' if meant else ''}")
 
 
 def parse_wait_seconds(value: Any) -> int:
@@ -150,11 +156,14 @@ class Job:
 @dataclass(frozen=True)
 class HeadJobs:
     """What the hook (or status) saw of a cluster's head: ``state`` (module constants), the
-    jobs not yet ended when it answered, and a detail (the head pod, why it is unknown)."""
+    jobs not yet ended when it answered, and a detail (the head pod, why it is unknown).
+    ``lasting``: an unknown that asking again cannot change (the head Service has no
+    dashboard port), so a wait for it would only spend the hook's whole budget."""
 
     state: str
     jobs: tuple[Job, ...] = ()
     detail: str = ""
+    lasting: bool = False
 
     @property
     def running(self) -> bool:
@@ -209,13 +218,13 @@ def answered(doc: Any) -> HeadJobs:
     return HeadJobs(ANSWERED, tuple(sorted(found, key=lambda j: j.id)))
 
 
-def unknown(why: str) -> HeadJobs:
-    return HeadJobs(UNKNOWN, detail=" ".join(why.split())[:300])
+def unknown(why: str, lasting: bool = False) -> HeadJobs:
+    return HeadJobs(UNKNOWN, detail=" ".join(why.split())[:300], lasting=lasting)
 
 
 def no_dashboard(dashboard: Dashboard) -> HeadJobs:
     return unknown(f"head service {dashboard.service} exposes no dashboard port (declare containerPort "
-                   f"{DASHBOARD_PORT} on the head container, or set the policy to proceed)")
+                   f"{DASHBOARD_PORT} on the head container, or set the policy to proceed)", lasting=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -255,6 +264,8 @@ def decide(policy: Policy, seen: HeadJobs, now: float, waited: float, room: floa
         return Decision(PROCEED, "the head reports no running or pending job")
     if policy.action == FAIL:
         return Decision(FAIL, f"{what} (policy fail): not touched", seen.jobs)
+    if seen.lasting:
+        return Decision(FAIL, f"{what}; waiting cannot change that: not touched")
     if room <= 0:
         bound = (f"the policy's bound of {policy.wait_seconds} s" if policy.wait_seconds is not None
                  and waited >= policy.wait_seconds else "the hook's time budget")
@@ -278,6 +289,6 @@ def outlook(policy: Policy, seen: HeadJobs, now: float) -> str:
     what = _running(seen, now)
     if what is None:
         return f"running jobs: none ({decide(policy, seen, now, 0.0, 1.0).reason})"
-    then = "fails" if policy.action == FAIL else "waits for them " + (
+    then = "fails" if policy.action == FAIL or seen.lasting else "waits for them " + (
         f"up to {policy.wait_seconds} s" if policy.wait_seconds else "as long as its timeout allows") + ", then fails"
     return f"{what}: the next sync {then}"

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from raygitops.model import convert, native
+from raygitops.model import convert, crdschema, native
 from raygitops.model.convert import version_tuple
 
 FIRST_SUPPORTED = "1.1"  # spec.suspend on RayCluster
@@ -69,14 +69,47 @@ def unsupported(version: str) -> str | None:
             f"recreate cycle needs: raygitops serves KubeRay {FIRST_SUPPORTED} and later")
 
 
+# The KubeRay lines raygitops knows: those it ships a RayCluster schema (and pod rules) of.
+KNOWN = tuple(sorted(crdschema.SCHEMAS, key=version_tuple))
+# The escape for an operator newer than every known line: ``1.9+newest-rules`` is KubeRay 1.9,
+# checked with the rules of the newest known line (render says so on every run).
+NEWEST_RULES = "+newest-rules"
+
+
 def supported_version(value: Any) -> str:
     """The ``kuberayVersion`` setting's converter: a KubeRay version raygitops serves
-    (:func:`raygitops.model.convert.kuberay_version`); raises ValueError saying why not."""
-    version = convert.kuberay_version(value)
+    (:func:`raygitops.model.convert.kuberay_version`) of a line it knows, or one newer than
+    them all spelt with :data:`NEWEST_RULES`; raises ValueError saying why not and the fix.
+
+    An unquoted ``1.6`` (a YAML number) is taken as the version it spells, but for ``1.1``,
+    which YAML also makes of ``1.10``."""
+    if isinstance(value, float):
+        text = repr(value)
+        if text == "1.1":
+            raise ValueError(f"the number {text} may be 1.1 or 1.10 (YAML reads both as {text}): quote it")
+        value = text
+    newer = isinstance(value, str) and value.strip().endswith(NEWEST_RULES)
+    version = convert.kuberay_version(value.strip()[:-len(NEWEST_RULES)] if newer else value)
     why = unsupported(version)
     if why:
         raise ValueError(why)
+    minor, newest = ".".join(version.split(".")[:2]), KNOWN[-1]
+    if newer and version_tuple(minor) <= version_tuple(newest):
+        raise ValueError(f"KubeRay {version} is a line raygitops knows: drop {NEWEST_RULES}")
+    if not newer and minor not in KNOWN:
+        raise ValueError(f"KubeRay {version} is not a version raygitops knows ({KNOWN[0]} to {newest}): correct it, "
+                         f"or, for an operator newer than {newest}, write \"{version}{NEWEST_RULES}\" to check "
+                         f"with KubeRay {newest}'s rules")
     return version
+
+
+def rules_note(version: str | None) -> str | None:
+    """What a render for KubeRay ``version`` must say because raygitops does not know that
+    line (taken with :data:`NEWEST_RULES`): which rules it checks with; None otherwise."""
+    if version is None or version_tuple(version)[:2] <= version_tuple(KNOWN[-1]):
+        return None
+    return (f"kuberayVersion {version}{NEWEST_RULES}: raygitops knows KubeRay {KNOWN[0]} to {KNOWN[-1]}; "
+            f"checked with KubeRay {KNOWN[-1]}'s rules (CRD schema, operator validation, pod rules)")
 
 
 def operator(version: str) -> Operator:
@@ -90,11 +123,14 @@ def operator(version: str) -> Operator:
 
 def upgrade_notes(base: str | None, head: str | None) -> list[str]:
     """What changing the operator from KubeRay ``base`` to ``head`` (``kuberayVersion`` of a
-    diff's two sides) does by itself, for ``raygitops diff``; nothing when either is unknown."""
+    diff's two sides) does by itself, for ``raygitops diff``; nothing when either is unknown.
+    First, for a ``head`` newer than every line raygitops knows, which rules checked it."""
+    rules = rules_note(head)
     if base is None or head is None or version_tuple(base)[:2] == version_tuple(head)[:2]:
-        return []
+        return [rules] if rules else []
     older, newer = sorted((base, head), key=version_tuple)
-    notes = [f"kuberayVersion {base} → {head}: the operator {'upgrade' if newer == head else 'downgrade'} "
+    notes = [*([rules] if rules else []),
+             f"kuberayVersion {base} → {head}: the operator {'upgrade' if newer == head else 'downgrade'} "
              "replaces no pod by itself, and the PreSync hook compares template hashes, not operator versions "
              "(docs/kuberay-versions.md)"]
     if newer == head and not operator(older).native_recreate and operator(newer).native_recreate:

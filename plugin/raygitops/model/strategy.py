@@ -12,6 +12,10 @@ from raygitops.errors import RaygitopsError, closest, printable
 from raygitops.model.k8snames import RAY_CLUSTER_SPECS
 from raygitops.model.objmeta import annotations, labels, meta, set_annotation
 from raygitops.model.names import (
+    ANNOTATION_PREFIX,
+    CONFIG_HASH_ANNOTATION,
+    HASH_ANNOTATION,
+    HASHES_ANNOTATION,
     HOOK_OWNED_ANNOTATIONS,
     MAX_UNAVAILABLE_ANNOTATION,
     MAX_UNAVAILABLE_BY_GROUP_ANNOTATION,
@@ -20,7 +24,9 @@ from raygitops.model.names import (
     RUNNING_JOBS_WAIT_ANNOTATION,
     PREFLIGHT_ANNOTATION,
     PREFLIGHT_UNKNOWN_ANNOTATION,
+    SECRET_HASH_ANNOTATION,
     STRATEGY_ANNOTATION,
+    TRACK_ANNOTATION,
 )
 from raygitops.model import jobs, preflight
 
@@ -37,19 +43,21 @@ EMBEDDED_SPEC = {kind: path.removeprefix("spec.") for kind, path in RAY_CLUSTER_
 OWNER_KINDS = tuple(EMBEDDED_SPEC)
 
 
-def _spec_strategy(spec: Any) -> str | None:
+def _spec_strategy(spec: Any, where: str = "spec") -> str | None:
+    """``upgradeStrategy.type`` of a cluster spec (at field path ``where``), checked."""
     if not isinstance(spec, dict):
         return None
     upgrade = spec.get("upgradeStrategy")
     if upgrade is None:
         return None
     if not isinstance(upgrade, dict):
-        raise RaygitopsError("spec.upgradeStrategy is not a mapping")
+        raise RaygitopsError(f"{where}.upgradeStrategy is not a mapping", field=f"{where}.upgradeStrategy")
     value = upgrade.get("type")
     if value is None:
         return None
     if value not in STRATEGIES:
-        raise RaygitopsError(f"spec.upgradeStrategy.type {value!r} is not Recreate or None{_did_you_mean(value)}")
+        raise RaygitopsError(f"{where}.upgradeStrategy.type {value!r} is not Recreate or None{_did_you_mean(value)}",
+                             field=f"{where}.upgradeStrategy.type")
     return value
 
 
@@ -75,18 +83,21 @@ def cluster_strategy(obj: dict[str, Any], keep: bool = False) -> str:
     KubeRay.  Otherwise the field becomes the annotation and the two must agree."""
     annotation = annotations(obj).get(STRATEGY_ANNOTATION)
     if annotation is not None and annotation not in ANNOTATION_STRATEGIES:
-        raise RaygitopsError(
-            f"annotation {STRATEGY_ANNOTATION}={annotation!r} is not Recreate, ReplaceGroups or None"
-            f"{_did_you_mean(annotation, ANNOTATION_STRATEGIES)}"
-        )
+        raise annotation_error(
+            STRATEGY_ANNOTATION, f"{printable(repr(annotation))[:80]} is not Recreate, ReplaceGroups or None"
+            f"{_did_you_mean(annotation, ANNOTATION_STRATEGIES)}")
     field = _spec_strategy(obj.get("spec"))
     if annotation is not None and field is not None and annotation != field and not keep:
-        raise RaygitopsError(
-            f"annotation {STRATEGY_ANNOTATION}={annotation} contradicts "
+        raise annotation_error(
+            STRATEGY_ANNOTATION, f"{annotation} contradicts "
             f"spec.upgradeStrategy.type={field} (to leave the field to a KubeRay >= 1.6 "
-            "operator and the annotation to raygitops, set keepUpgradeStrategy: true)"
-        )
+            "operator and the annotation to raygitops, set keepUpgradeStrategy: true)")
     return annotation or field or NONE
+
+
+def annotation_error(key: str, problem: str) -> RaygitopsError:
+    """An error about the RayCluster's annotation ``key``, to be shown at that annotation's line."""
+    return RaygitopsError(f"annotation {key}: {problem}", field=f"metadata.annotations.{key}")
 
 
 def parse_max_unavailable(value: Any) -> str:
@@ -113,8 +124,8 @@ def _only_with_replace_groups(key: str, value: Any, chosen: str) -> bool:
     """Whether ``key`` applies (ReplaceGroups); refused on another strategy, where it would
     silently do nothing."""
     if chosen != REPLACE_GROUPS and value is not None:
-        raise RaygitopsError(f"annotation {key} applies only with "
-                             f"{STRATEGY_ANNOTATION}: {REPLACE_GROUPS} (this cluster's strategy is {chosen})")
+        raise annotation_error(key, f"applies only with {STRATEGY_ANNOTATION}: {REPLACE_GROUPS} "
+                                    f"(this cluster's strategy is {chosen})")
     return chosen == REPLACE_GROUPS
 
 
@@ -129,7 +140,7 @@ def max_unavailable(obj: dict[str, Any], chosen: str) -> str | None:
     try:
         return parse_max_unavailable(value)
     except ValueError as err:
-        raise RaygitopsError(f"annotation {MAX_UNAVAILABLE_ANNOTATION}: {err}") from None
+        raise annotation_error(MAX_UNAVAILABLE_ANNOTATION, str(err)) from None
 
 
 def max_unavailable_by_group(obj: dict[str, Any], chosen: str, groups: Iterable[str]) -> dict[str, str]:
@@ -140,25 +151,23 @@ def max_unavailable_by_group(obj: dict[str, Any], chosen: str, groups: Iterable[
     if not _only_with_replace_groups(key, value, chosen) or value is None:
         return {}
     if not isinstance(value, str):
-        raise RaygitopsError(f"annotation {key}: is {type(value).__name__} {printable(repr(value))[:40]}, "
-                             "not a string (quote it)")
+        raise annotation_error(key, f"is {type(value).__name__} {printable(repr(value))[:40]}, not a string (quote it)")
     names, out = list(groups), {}
     for part in value.split(","):
         name, sep, limit = (x.strip() for x in part.partition("="))
         if not sep or not name:
-            raise RaygitopsError(f"annotation {key}: {printable(repr(part.strip()))[:80]} is not "
-                                 "<group>=<count or percentage> (e.g. \"gpu=1, cpu=50%\")")
+            raise annotation_error(key, f"{printable(repr(part.strip()))[:80]} is not "
+                                        "<group>=<count or percentage> (e.g. \"gpu=1, cpu=50%\")")
         if name not in names:
             close = closest(name, names)
             hint = f" (did you mean {close}?)" if close else f" (its groups: {', '.join(names) or 'none'})"
-            raise RaygitopsError(f"annotation {key}: {printable(repr(name))[:80]} is not a worker group of "
-                                 f"this cluster{hint}")
+            raise annotation_error(key, f"{printable(repr(name))[:80]} is not a worker group of this cluster{hint}")
         if name in out:
-            raise RaygitopsError(f"annotation {key}: group {name} is given twice")
+            raise annotation_error(key, f"group {name} is given twice")
         try:
             out[name] = parse_max_unavailable(limit)
         except ValueError as err:
-            raise RaygitopsError(f"annotation {key}: group {name}: {err}") from None
+            raise annotation_error(key, f"group {name}: {err}") from None
     return out
 
 
@@ -169,8 +178,8 @@ def _cycle_annotations(obj: dict[str, Any], chosen: str, *keys: str) -> dict[str
     values = {key: ann.get(key) for key in keys}
     for key, value in values.items():
         if value is not None and not opted_in(chosen):
-            raise RaygitopsError(f"annotation {key} applies only to clusters raygitops recreates "
-                                 f"({STRATEGY_ANNOTATION}: Recreate or ReplaceGroups; this cluster's is {chosen})")
+            raise annotation_error(key, f"applies only to clusters raygitops recreates "
+                                        f"({STRATEGY_ANNOTATION}: Recreate or ReplaceGroups; this cluster's is {chosen})")
     return values
 
 
@@ -183,18 +192,18 @@ def jobs_policy(obj: dict[str, Any], chosen: str, default: jobs.Policy) -> jobs.
         action = default.action if values[RUNNING_JOBS_ANNOTATION] is None else jobs.parse_policy(
             values[RUNNING_JOBS_ANNOTATION])
     except ValueError as err:
-        raise RaygitopsError(f"annotation {RUNNING_JOBS_ANNOTATION}: {printable(str(err))[:100]}") from None
+        raise annotation_error(RUNNING_JOBS_ANNOTATION, printable(str(err))[:120]) from None
+    text = values[RUNNING_JOBS_WAIT_ANNOTATION]
+    if text is not None and not isinstance(text, str):
+        raise annotation_error(RUNNING_JOBS_WAIT_ANNOTATION, f"is {type(text).__name__} "
+                               f"{printable(repr(text))[:40]}, not a string (quote it: \"600\")")
     try:
-        text = values[RUNNING_JOBS_WAIT_ANNOTATION]
-        if text is not None and not isinstance(text, str):
-            raise ValueError(f"is {type(text).__name__} {printable(repr(text))[:40]}, not a string")
         wait = default.wait_seconds if text is None else jobs.parse_wait_seconds(text)
     except ValueError as err:
-        raise RaygitopsError(f"annotation {RUNNING_JOBS_WAIT_ANNOTATION}: {printable(str(err))[:100]} "
-                             "(quote it: \"600\")") from None
+        raise annotation_error(RUNNING_JOBS_WAIT_ANNOTATION, printable(str(err))[:100]) from None
     if values[RUNNING_JOBS_WAIT_ANNOTATION] is not None and action != jobs.WAIT:
-        raise RaygitopsError(f"annotation {RUNNING_JOBS_WAIT_ANNOTATION} applies only with "
-                             f"{RUNNING_JOBS_ANNOTATION}: wait (this cluster's is {action})")
+        raise annotation_error(RUNNING_JOBS_WAIT_ANNOTATION, f"applies only with "
+                               f"{RUNNING_JOBS_ANNOTATION}: wait (this cluster's is {action})")
     return jobs.Policy(action, wait if action == jobs.WAIT else None)
 
 
@@ -207,14 +216,13 @@ def preflight_policy(obj: dict[str, Any], chosen: str, default: preflight.Policy
     value = values[PREFLIGHT_ANNOTATION]
     if value is not None:
         if value not in ("true", "false"):
-            raise RaygitopsError(f"annotation {PREFLIGHT_ANNOTATION}: {printable(repr(value))[:60]} is not "
-                                 "\"true\" or \"false\"")
+            raise annotation_error(PREFLIGHT_ANNOTATION, f"{printable(repr(value))[:60]} is not \"true\" or \"false\"")
         enabled = value == "true"
     if values[PREFLIGHT_UNKNOWN_ANNOTATION] is not None:
         try:
             unknown = preflight.parse_unknown(values[PREFLIGHT_UNKNOWN_ANNOTATION])
         except ValueError as err:
-            raise RaygitopsError(f"annotation {PREFLIGHT_UNKNOWN_ANNOTATION}: {printable(str(err))[:100]}") from None
+            raise annotation_error(PREFLIGHT_UNKNOWN_ANNOTATION, printable(str(err))[:100]) from None
     return preflight.Policy(enabled, unknown, default.cluster_reads)
 
 
@@ -223,27 +231,58 @@ def native_recreate(obj: dict[str, Any]) -> bool:
     return _spec_strategy(obj.get("spec")) == RECREATE
 
 
-# The raygitops.dev/* keys a RayCluster manifest may carry (render writes the hash ones).
-KNOWN_ANNOTATIONS = (STRATEGY_ANNOTATION, MAX_UNAVAILABLE_ANNOTATION, MAX_UNAVAILABLE_BY_GROUP_ANNOTATION,
-                     RUNNING_JOBS_ANNOTATION, RUNNING_JOBS_WAIT_ANNOTATION,
-                     PREFLIGHT_ANNOTATION, PREFLIGHT_UNKNOWN_ANNOTATION,
-                     "raygitops.dev/template-hash",
-                     "raygitops.dev/template-hashes")
+# The raygitops.dev/* keys a user writes on a RayCluster's metadata.annotations; with those
+# render writes there, every key of raygitops' a RayCluster manifest may carry.
+USER_ANNOTATIONS = (STRATEGY_ANNOTATION, MAX_UNAVAILABLE_ANNOTATION, MAX_UNAVAILABLE_BY_GROUP_ANNOTATION,
+                    RUNNING_JOBS_ANNOTATION, RUNNING_JOBS_WAIT_ANNOTATION, PREFLIGHT_ANNOTATION,
+                    PREFLIGHT_UNKNOWN_ANNOTATION, TRACK_ANNOTATION)
+KNOWN_ANNOTATIONS = (*USER_ANNOTATIONS, HASH_ANNOTATION, HASHES_ANNOTATION)
+# what render stamps on the group pod templates (their metadata.annotations)
+TEMPLATE_ANNOTATIONS = (HASH_ANNOTATION, CONFIG_HASH_ANNOTATION, SECRET_HASH_ANNOTATION)
 
 
-def annotation_warnings(obj: dict[str, Any]) -> list[str]:
-    """Near-miss opt-ins, which would otherwise pass silently: a ``raygitops.dev/*`` key that
-    does not exist, or a key that looks like the opt-in (``raygitops.dev/upgrade-stratgy``,
-    ``raygitops.io/upgrade-strategy``); each with the right spelling."""
+def _key(key: str) -> str:
+    """A key fit for a one-line message (bounded: a key may be long)."""
+    return printable(key if len(key) <= 120 else key[:117] + "...")
+
+
+def _ours(key: Any) -> bool:
+    return isinstance(key, str) and key.startswith(ANNOTATION_PREFIX)
+
+
+def annotation_problems(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """Near misses of raygitops' annotations, which would otherwise pass and change what the
+    hook does (a cluster not opted in, a policy left at its default): a ``raygitops.dev/*``
+    key that does not exist, or a key one slip off one that does (``raygitops.dev/running-job``,
+    ``raygitops.io/upgrade-strategy``); one of them written as a label, or on a group's pod
+    template, where raygitops never reads it.  Each ``(field path, message)`` names the fix."""
     out = []
     for key in annotations(obj):
         if not isinstance(key, str) or key in KNOWN_ANNOTATIONS or key in HOOK_OWNED_ANNOTATIONS:
             continue
-        close = closest(key, KNOWN_ANNOTATIONS, cutoff=0.8)
-        if key.startswith("raygitops.dev/") or close:
-            hint = f"did you mean {close}?" if close else f"raygitops knows {STRATEGY_ANNOTATION}"
-            shown = printable(key if len(key) <= 120 else key[:117] + "...")  # one line, bounded
-            out.append(f"metadata.annotations.{shown}: not a raygitops annotation ({hint}); it opts nothing in")
+        # a key cut short (running-jobs-wait) most likely means the one it begins
+        close = next((k for k in KNOWN_ANNOTATIONS if _ours(key) and k.startswith(key)), None) or closest(
+            key, KNOWN_ANNOTATIONS, cutoff=0.8)
+        if _ours(key) or close:
+            hint = f"did you mean {close}?" if close else f"raygitops reads {', '.join(USER_ANNOTATIONS)}"
+            out.append((f"metadata.annotations.{key}", f"metadata.annotations.{_key(key)}: raygitops has no such "
+                                                       f"annotation ({hint}); as written it changes nothing"))
+    for key in labels(obj):
+        if _ours(key):
+            out.append((f"metadata.labels.{key}", f"metadata.labels.{_key(key)}: raygitops reads its settings from "
+                                                  "metadata.annotations, never from labels: move it there"))
+    spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+    groups = [("spec.headGroupSpec", spec.get("headGroupSpec"))] + [
+        (f"spec.workerGroupSpecs[{i}]", g) for i, g in enumerate(spec.get("workerGroupSpecs") or [])]
+    for where, group in groups:
+        template = group.get("template") if isinstance(group, dict) else None
+        for kind in ("annotations", "labels"):
+            keys = (meta(template).get(kind) or {}) if isinstance(template, dict) else {}
+            for key in keys if isinstance(keys, dict) else ():
+                if _ours(key) and not (kind == "annotations" and key in TEMPLATE_ANNOTATIONS):
+                    field = f"{where}.template.metadata.{kind}.{key}"
+                    out.append((field, f"{field}: raygitops reads its settings from the RayCluster's own "
+                                       "metadata.annotations, not from a pod template: move it there"))
     return out
 
 
@@ -283,11 +322,11 @@ def check_embedded_opt_in(obj: dict[str, Any]) -> None:
     )
     opt_in = annotations(obj).get(STRATEGY_ANNOTATION)
     if opt_in in OPTED_IN:
-        raise RaygitopsError(f"{STRATEGY_ANNOTATION}: {opt_in} is not allowed on a {kind}: {why}")
-    if _spec_strategy(embedded) == RECREATE:
-        raise RaygitopsError(
-            f"spec.{EMBEDDED_SPEC[kind]}.upgradeStrategy.type: Recreate is not allowed: {why}"
-        )
+        raise RaygitopsError(f"{STRATEGY_ANNOTATION}: {opt_in} is not allowed on a {kind}: {why}",
+                             field=f"metadata.annotations.{STRATEGY_ANNOTATION}")
+    if _spec_strategy(embedded, f"spec.{EMBEDDED_SPEC[kind]}") == RECREATE:
+        raise RaygitopsError(f"spec.{EMBEDDED_SPEC[kind]}.upgradeStrategy.type: Recreate is not allowed: {why}",
+                             field=f"spec.{EMBEDDED_SPEC[kind]}.upgradeStrategy.type")
 
 
 def check_no_hook_annotations(obj: dict[str, Any]) -> None:
@@ -297,5 +336,4 @@ def check_no_hook_annotations(obj: dict[str, Any]) -> None:
             name = (obj.get("metadata") or {}).get("name")
             raise RaygitopsError(
                 f"{obj.get('kind')} {name}: metadata.annotations.{key}: this annotation is written by the raygitops PreSync hook "
-                "only (its recreate state); remove it from the manifest"
-            )
+                "only (its recreate state); remove it from the manifest", field=f"metadata.annotations.{key}")

@@ -8,10 +8,11 @@ out as it comes never holds the whole app.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from raygitops.model import configrefs, crdschema, jobs, native, podrules, preflight, strategy, validation
+from raygitops.model import configrefs, crdschema, jobs, native, objectfields, operators, podrules, preflight, strategy, validation
 from raygitops.errors import RaygitopsError, printable
 from raygitops.model.hashing import GroupHashes, HashRules, SpecParts, hash_spec, split_spec, stamp_group
 from raygitops.model.names import HASHES_ANNOTATION
@@ -80,11 +81,10 @@ def _stamp_config(obj: dict[str, Any], spec: dict[str, Any], configs: ConfigInde
     ConfigMaps and Secrets of its namespace (none when ``configs`` is None: not tracked)."""
     track = annotations(obj).get(names.TRACK_ANNOTATION, "true")
     if not isinstance(track, str):
-        raise RaygitopsError(f"annotation {names.TRACK_ANNOTATION}: is {type(track).__name__} "
-                             f"{printable(repr(track))[:40]}, not a string (quote it: 'false')")
+        raise strategy.annotation_error(names.TRACK_ANNOTATION, f"is {type(track).__name__} "
+                                        f"{printable(repr(track))[:40]}, not a string (quote it: 'false')")
     if track not in ("true", "false"):
-        raise RaygitopsError(f"annotation {names.TRACK_ANNOTATION}: {printable(repr(track))[:60]} "
-                             "is not true or false")
+        raise strategy.annotation_error(names.TRACK_ANNOTATION, f"{printable(repr(track))[:60]} is not true or false")
     groups = [("head", spec["headGroupSpec"])] + [(f"worker:{g['groupName']}", g)
                                                   for g in spec.get("workerGroupSpecs") or []]
     refs = [configrefs.references(group.get("template")) for _, group in groups]
@@ -130,9 +130,30 @@ def api_group(api_version: str) -> str:
     return api_version.split("/")[0] if "/" in api_version else ""
 
 
+def refusal(problems: list[tuple[str, str]]) -> RaygitopsError | None:
+    """One error of ``(field path, message)`` problems, each at its own field's line; None
+    when there are none."""
+    if not problems:
+        return None
+    (field, message), *rest = problems
+    return RaygitopsError(message, field=field, also=[RaygitopsError(m, field=f) for f, m in rest])
+
+
+# the field path a problem of k8snames.object_problem starts with, after its kind
+# ("metadata.labels key ...", "spec.workerGroupSpecs[0].template.metadata.annotations['a/b'] ...")
+_PROBLEM_FIELD = re.compile(r"[A-Za-z]\w*(?:\.\w+|\[[0-9]+\]|\['[^'\s]+'\])*")
+
+
 def _check_accepted(group: str, kind: str, obj: dict[str, Any]) -> None:
-    """Refuse what the API server would refuse (checked after render added its annotations)."""
-    problem = object_problem(group, kind, obj) or size_problem(group, kind, obj)
+    """Refuse what the API server would refuse (checked after render added its annotations),
+    at the line of the field it names."""
+    problem = object_problem(group, kind, obj)
+    if problem:
+        field = _PROBLEM_FIELD.match(problem.removeprefix(f"{kind} "))
+        # a key in brackets (['raygitops.dev/x']) is a key of the mapping, as the locator reads it
+        path = re.sub(r"\['([^']+)'\]", r".\1", field.group()) if field else None
+        raise RaygitopsError(problem, field=path)
+    problem = size_problem(group, kind, obj)
     if problem:
         raise RaygitopsError(problem)
 
@@ -151,8 +172,7 @@ def _check_operator_knows_upgrade_strategy(version: str | None) -> None:
             f"spec.upgradeStrategy: KubeRay {version} does not know this field (added in "
             f"{native.FIRST_VERSION}); its CRD drops it, so the operator would never recreate. "
             "Drop keepUpgradeStrategy (raygitops then carries the strategy in the "
-            f"{names.STRATEGY_ANNOTATION} annotation) or correct kuberayVersion"
-        )
+            f"{names.STRATEGY_ANNOTATION} annotation) or correct kuberayVersion", field="spec.upgradeStrategy")
 
 
 # schema errors listed at once for one RayCluster (the rest are counted)
@@ -179,11 +199,13 @@ def _check_operator_accepts(obj: dict[str, Any], kuberay_version: str | None, ki
     RayService, of the cluster spec it embeds."""
     port = validation.port_for(kuberay_version)
     spec = obj.get("spec")
+    where = "spec"
     if kind != "RayCluster":
         spec = spec.get(strategy.EMBEDDED_SPEC[kind]) if isinstance(spec, dict) else None
+        where = f"spec.{strategy.EMBEDDED_SPEC[kind]}"
     refused = port and isinstance(spec, dict) and validation.refusal(spec, annotations(obj), labels(obj), port, kind)
     if refused:
-        raise RaygitopsError(str(refused))
+        raise RaygitopsError(str(refused), field=f"{where}.{refused.where}" if refused.where else where)
 
 
 def _render_cluster(doc: Document, namespace: str | None, settings: Settings, rules: HashRules,
@@ -240,9 +262,10 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings, ru
         preflight_policy=strategy.preflight_policy(obj, chosen, preflight.Policy(
             settings.preflight, settings.preflight_unknown, cluster_reads=namespace is not None)),
     )
-    if cluster.asks is not None and dashboard.port is None:
-        warnings.append(f"{jobs.no_dashboard(dashboard).detail}: the hook cannot ask its head for running jobs, "
-                        f"so with policy {cluster.jobs_policy.action} every recreate fails closed while the head is Ready")
+    if cluster.asks is not None and dashboard.port is None and settings.validate_schema:
+        raise RaygitopsError(f"RayCluster {name}: {jobs.no_dashboard(dashboard).detail}: the hook cannot ask its "
+                             f"head for running jobs, so with policy {cluster.jobs_policy.action} every recreate "
+                             "would fail while the head is Ready", field=jobs.HEAD_PORTS)
     return RenderedCluster(namespace, cluster.name, cluster, spec, f"{doc.path}:{doc.line}",
                            sorted({u for c in found for u in c.untracked}),
                            {ref: configrefs.content(objects[ref]) for c in found for ref in c.tracked}), warnings
@@ -371,7 +394,9 @@ class Render:
                                  "(Argo CD would prune every resource)")
         # what reading the app left out and says so (an object in a values file, ...), then
         # render's own, each once
-        self.result.warnings = [*getattr(self._documents, "warnings", []), *self._warnings.lines()]
+        note = operators.rules_note(self._settings.kuberay_version)
+        self.result.warnings = [*([note] if note else []), *getattr(self._documents, "warnings", []),
+                                *self._warnings.lines()]
         yield from self._hooks()
 
     def collect(self) -> RenderResult:
@@ -399,9 +424,14 @@ class Render:
             obj["metadata"]["namespace"] = namespace
         try:
             strategy.check_no_hook_annotations(obj)
+            if self._settings.validate_schema:  # off for a diff's base: what runs today, whatever it holds
+                refused = refusal([*(objectfields.unknown_fields(obj) if group == "ray.io" else ()),
+                                   *(strategy.annotation_problems(obj) if is_raycluster(obj) else ())])
+                if refused:
+                    raise refused
             if is_raycluster(obj):
                 cluster, warnings = _render_cluster(doc, namespace, self._settings, self._rules, self._configs)
-                for warning in [*strategy.annotation_warnings(obj), *warnings]:
+                for warning in warnings:
                     self._warnings.add(printable(where), warning)
                 self._plans.append((namespace, cluster.plan.packed()))
                 if self._keep:
@@ -412,7 +442,7 @@ class Render:
                     _check_operator_accepts(obj, self._settings.kuberay_version, kind)
             _check_accepted(group, kind, obj)
         except RaygitopsError as err:
-            raise err.located(doc.path, doc.line) from None
+            raise doc.locate_error(err) from None
         if self._keep:
             self.result.sources.append(where)
         return obj

@@ -17,7 +17,7 @@ import yaml
 from raygitops import __version__
 from raygitops.model import convert, jobs, operators
 from raygitops.model.preflight import FAIL as PREFLIGHT_FAIL, parse_unknown
-from raygitops.errors import RaygitopsError
+from raygitops.errors import RaygitopsError, closest
 from raygitops.model.hashing import DEFAULT_IGNORED_KEYS
 from raygitops.model.plan import HookSettings
 from raygitops.sources.yamlio import decode, library_error
@@ -73,7 +73,9 @@ class Settings:
     # Helm's post-renderer: the hook objects are Helm hooks, and objects that name no namespace
     # stay without one (Helm puts them in the release namespace, which it does not tell us).
     helm: bool = False
-    # Check RayClusters against the CRD schema (raygitops.model.crdschema); diff turns it off for the
+    # Refuse what the API server, the operator or the hook would refuse or silently ignore: the
+    # CRD schema (raygitops.model.crdschema), unknown top-level and metadata fields, near misses
+    # of raygitops' annotations, a head whose dashboard no one can ask; diff turns it off for the
     # base revision, which is what runs today whatever it holds.
     validate_schema: bool = True
     # pod-template label/annotation keys (patterns) left out of the template hash
@@ -167,13 +169,26 @@ def _apply_mapping(
             continue
         if key not in keys:
             known = ", ".join(sorted([*keys, *(_SECTIONS if prefix == "" else [])]))
-            raise RaygitopsError(f"unknown setting '{prefix}{key}' (known: {known})", path, line)
+            raise RaygitopsError(f"unknown setting '{prefix}{key}'{_setting_hint(key, keys)} (known: {known})",
+                                 path, line)
         try:
             value = yaml.load(yaml.serialize(value_node), Loader=yaml.SafeLoader)
         except (yaml.YAMLError, ValueError, OverflowError) as err:  # !!python/..., 2001-13-45
             problem = getattr(err, "problem", None) or f"invalid value: {str(err).split(';')[0]}"
             raise RaygitopsError(f"{prefix}{key}: {problem}", path, line) from None
         _set(settings, keys[key], value, lambda reason: RaygitopsError(f"{prefix}{key}: {reason}", path, line))
+
+
+def _setting_hint(key: Any, keys: Mapping[str, str]) -> str:
+    """Where an unknown setting ``key`` belongs (a key of another section, one indent off), or
+    the known key it most likely misspells; empty when neither."""
+    homes = [f"under {name}:" for name, section in _SECTIONS.items() if key in section and section is not keys]
+    if key in _TOP_KEYS and keys is not _TOP_KEYS:
+        homes.append("at the top level")
+    if homes:
+        return f" (it belongs {homes[0]})"
+    close = closest(key, list(keys)) if isinstance(key, str) else None
+    return f" (did you mean {close}?)" if close else ""
 
 
 def load_config(settings: Settings, config: Path, display: str) -> None:
@@ -217,6 +232,38 @@ def argocd_parameters(env: Mapping[str, str]) -> list[dict[str, Any]]:
     return params
 
 
+# The kinds of value an Argo CD parameter carries (one key each besides its name)
+PARAMETER_KINDS = ("string", "array", "map")
+
+
+def parameter_kind(name: str) -> tuple[str, ...]:
+    """The kinds of value parameter ``name`` takes: ``values`` a map, ``values-files`` an
+    array (or one file as a string), every other one a string (argocd/plugin.yaml)."""
+    return {"values": ("map",), "values-files": ("array", "string")}.get(name, ("string",))
+
+
+def _parameter_value(param: dict[str, Any], name: str, where: str) -> Any:
+    """The value of one parameter, of the kind it takes; a value of another kind (``values``
+    given as a string: Argo CD's ``--plugin-env`` slip, or a wrong ``parameters:`` entry) is
+    refused, never dropped."""
+    wanted = parameter_kind(name)
+    given = [kind for kind in PARAMETER_KINDS if kind in param]
+    if len(given) > 1:  # an empty value of another kind beside the value carries nothing
+        given = [kind for kind in given if kind in wanted or param[kind] not in ("", [], {}, None)]
+    extra = [key for key in param if key != "name" and key not in PARAMETER_KINDS]
+    if extra and not given:  # a key Argo CD may add later is let be beside a value, not instead of one
+        raise RaygitopsError(f"{where}: unknown key {', '.join(map(repr, extra))} (a parameter has a name "
+                             f"and one of {', '.join(PARAMETER_KINDS)})")
+    wrong = [kind for kind in given if kind not in wanted]
+    if wrong or len(given) > 1:
+        example = {"map": '{"name": "values", "map": {"image.tag": "2.46.0"}}',
+                   "array": '{"name": "values-files", "array": ["values-prod.yaml"]}'}.get(
+            wanted[0], f'{{"name": "{name}", "string": "..."}}')
+        raise RaygitopsError(f"{where}: given as {' and '.join(given)}, but it takes {' or '.join(wanted)} "
+                             f"(e.g. {example})")
+    return param.get(given[0]) if given else None
+
+
 def apply_parameters(settings: Settings, params: list[dict[str, Any]]) -> None:
     """Apply the Argo CD parameters this plugin announces (see argocd/plugin.yaml)."""
     for param in params:
@@ -224,22 +271,23 @@ def apply_parameters(settings: Settings, params: list[dict[str, Any]]) -> None:
         where = f"ARGOCD_APP_PARAMETERS: parameter {name!r}"
         if not isinstance(name, str):
             raise RaygitopsError(f"{where}: the name is not a string")
+        if name not in ("values-files", "values", *PARAMETERS):
+            close = closest(name, ("values-files", "values", *PARAMETERS))
+            raise RaygitopsError(f"{where}: unknown parameter{f' (did you mean {close}?)' if close else ''} (known: "
+                                 "values-files, values, " + ", ".join(sorted(PARAMETERS)) + ")")
+        value = _parameter_value(param, name, where)
         if name == "values-files":
             try:
-                files = convert.string_list(param.get("array") or param.get("string") or [])
+                files = convert.string_list(value or [])
             except ValueError as err:
                 raise RaygitopsError(f"{where}: {err}") from None
             settings.values_files = settings.values_files + files
         elif name == "values":
-            mapping = param.get("map") or {}
-            if not isinstance(mapping, dict):
+            if not isinstance(value or {}, dict):
                 raise RaygitopsError(f"{where}: expected a map")
-            settings.value_overrides.update({str(k): str(v) for k, v in mapping.items()})
-        elif name in PARAMETERS:
-            _set(settings, PARAMETERS[name], param.get("string"), lambda reason: RaygitopsError(f"{where}: {reason}"))
+            settings.value_overrides.update({str(k): str(v) for k, v in (value or {}).items()})
         else:
-            raise RaygitopsError(f"{where}: unknown parameter (known: values-files, values, "
-                                 + ", ".join(sorted(PARAMETERS)) + ")")
+            _set(settings, PARAMETERS[name], value, lambda reason: RaygitopsError(f"{where}: {reason}"))
 
 
 def apply_environment(settings: Settings, env: Mapping[str, str]) -> None:

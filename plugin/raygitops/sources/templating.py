@@ -132,6 +132,21 @@ def _jinja_error_line(err: BaseException, filename: str) -> int | None:
     return None
 
 
+def _dumps_naming_undefined(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` for Jinja's ``tojson``: an undefined value in ``obj`` raises Jinja's
+    UndefinedError, which names the variable."""
+    import json
+
+    import jinja2
+
+    def default(value: Any) -> Any:
+        if isinstance(value, jinja2.Undefined):
+            value._fail_with_undefined_error()
+        raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+    return json.dumps(obj, default=default, **kwargs)
+
+
 class TemplateRenderer:
     """Renders ``*.j2`` files of one app directory with one context."""
 
@@ -177,6 +192,9 @@ class TemplateRenderer:
             keep_trailing_newline=True,
             autoescape=False,
         )
+        # ``| tojson`` of an undefined variable fails naming it, as every other use of one does
+        # (json.dumps would say "StrictUndefined is not JSON serializable")
+        self.env.policies["json.dumps_function"] = _dumps_naming_undefined
         self.context = dict(context)
         # One budget for all templates of this render, not one per template.
         self._expires = time.monotonic() + TEMPLATE_SECONDS

@@ -51,6 +51,14 @@ class Document:
         this document: where the deepest part of it that exists is written; None unknown."""
         return self.locate(paths) if self.locate is not None else [None] * len(paths)
 
+    def locate_error(self, err: RaygitopsError) -> RaygitopsError:
+        """``err`` placed in this document: at the line of its ``field`` when it names one
+        (and each of its ``also``), else at the document's first line."""
+        for one in (err, *err.also):
+            if one.line is None and one.field is not None:
+                one.line = self.lines_of([one.field])[0]
+        return err.located(self.path, self.line)
+
     def shifted(self, lines: int) -> "Document":
         """The same document read from a part of a text that starts ``lines`` further down."""
         locate = self.locate

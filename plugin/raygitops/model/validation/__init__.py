@@ -73,13 +73,17 @@ class Port:
 
 
 class Refusal:
-    """The operator's refusal of a cluster: its version, rule, line and message."""
+    """The operator's refusal of a cluster: its version, rule, line and message, and the part
+    of the cluster spec it is about (``where``: ``headGroupSpec``, ``workerGroupSpecs[1]``, or
+    empty for the spec as a whole), where an error shows it."""
 
-    __slots__ = ("tag", "function", "line", "message", "kind")
+    __slots__ = ("tag", "function", "line", "message", "kind", "where")
 
-    def __init__(self, tag: str, function: str, line: int, message: str, kind: str = "RayCluster") -> None:
+    def __init__(self, tag: str, function: str, line: int, message: str, kind: str = "RayCluster",
+                 where: str = "") -> None:
         self.tag, self.function, self.line, self.message = tag, function, line, message
         self.kind = kind  # a RayJob's or RayService's cluster spec is checked alike
+        self.where = where
 
     def cite(self) -> str:
         """Where the rule stands: ``(ValidateRayClusterSpec, <file>:<line> at v1.6.2)``."""
@@ -116,9 +120,10 @@ def refusal(spec: dict[str, Any], annotations: dict[str, Any], labels: dict[str,
         labels = {**labels, ORIGIN_LABEL: kind}
     cluster = Cluster(spec, annotations, labels, port.gates)
 
-    def refused(check: Check, message: str) -> Refusal:
-        return Refusal(port.tag, check.function, check.line, message, kind)
+    def refused(check: Check, message: str, where: str = "") -> Refusal:
+        return Refusal(port.tag, check.function, check.line, message, kind, where)
 
+    groups = spec.get("workerGroupSpecs") if isinstance(spec.get("workerGroupSpecs"), list) else []
     for step in port.steps:  # one pass, the first failing check wins (render checks every cluster)
         if isinstance(step, EachWorker):
             for group in cluster.workers:
@@ -126,12 +131,13 @@ def refusal(spec: dict[str, Any], annotations: dict[str, Any], labels: dict[str,
                 for check in step.checks:
                     message = check.rule(cluster, group, name)
                     if message is not None:
-                        return refused(check, message)
+                        index = next(i for i, g in enumerate(groups) if g is group)
+                        return refused(check, message, f"workerGroupSpecs[{index}]")
         elif isinstance(step, Head):
             for check in step.checks:
                 message = check.rule(cluster, cluster.head, "Head")
                 if message is not None:
-                    return refused(check, message)
+                    return refused(check, message, "headGroupSpec")
         else:
             message = step.rule(cluster)
             if message is not None:
