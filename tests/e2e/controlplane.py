@@ -87,6 +87,9 @@ KWOK_NODES = 3
 TEMPLATE_HASH = "raygitops.dev/template-hash"  # on each pod, from its group's template
 NODE_LEASE_SECONDS = 40
 TERMINATE_AFTER = "e2e.raygitops.dev/terminate-after"  # a pod's shutdown time ("2s"): kwok deletes it then
+# the rendered hook objects that give its ServiceAccount its rights (the ClusterRole: the
+# preflight's reads of nodes, PriorityClasses and RuntimeClasses)
+HOOK_RBAC_KINDS = ("ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")
 POD_CIDR = "10.244.0.0/16"  # kwok's pod IPs: no machine's (guard_pod_network)
 # kwok's head pods run no Ray: a recreate has no running job to ask for (docs/presync.md
 # "Running jobs"), so the e2e apps say so; only tests/e2e/test_running_jobs.py runs a real head

@@ -278,7 +278,7 @@ def test_the_rendered_job_pod_replaces_and_writes_the_config_under_its_role(app:
     before = uids_by_group(app.wait_pods(count=5))
     app.write_with(with_big_image(cluster), {"MODE": "b"}, password=PASSWORD)
     objs, hooks, _ = app.render()
-    plane.apply([h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")], namespace=app.ns)
+    plane.apply([h for h in hooks if h["kind"] in controlplane.HOOK_RBAC_KINDS], namespace=app.ns)
     (job,) = [h for h in hooks if h["kind"] == "Job"]
     config_maps = {h["metadata"]["name"]: h["data"] for h in hooks if h["kind"] == "ConfigMap"}
     secrets = {h["metadata"]["name"]: {k: base64.b64decode(v) for k, v in h["data"].items()}

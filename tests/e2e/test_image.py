@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import controlplane
 import imagerun
 from test_presync_hook import App, _start, desired_hashes, raycluster, rendered
 
@@ -108,7 +109,7 @@ def test_presync_in_the_image_recreates_with_in_cluster_credentials(image: str, 
     old_uids = _start(app)
     app.write(raycluster(image="rayproject/ray:2.42.0"))
     objs, hooks, _ = app.render()
-    rbac = [h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")]
+    rbac = [h for h in hooks if h["kind"] in controlplane.HOOK_RBAC_KINDS]
     control_plane.apply(rbac, namespace=namespace)
     (job,) = [h for h in hooks if h["kind"] == "Job"]
     config_maps = {h["metadata"]["name"]: h["data"] for h in hooks if h["kind"] == "ConfigMap"}

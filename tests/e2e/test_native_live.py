@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import controlplane
 from controlplane import unique_name
 from test_presync_hook import App, _token_kubeconfig, raycluster
 
@@ -57,7 +58,7 @@ def test_arming_trap_is_warned_and_real(control_plane_next, tmp_path: Path):
         _write(app, "rayproject/ray:2.42.0", "None")
         objs, hooks, plan = app.render()
         # with the rendered Role's token: its `patch` on RayClusters covers the CRD probe
-        app.plane.apply([h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")], namespace=app.ns)
+        app.plane.apply([h for h in hooks if h["kind"] in controlplane.HOOK_RBAC_KINDS], namespace=app.ns)
         kubeconfig = _token_kubeconfig(app, tmp_path / "hook.kubeconfig", app.ns)
         for extra in (("--dry-run",), ()):
             cluster = _report(app, plan, *extra, kubeconfig=kubeconfig)

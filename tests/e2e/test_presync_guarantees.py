@@ -18,6 +18,8 @@ from typing import Any
 
 import pytest
 
+import controlplane
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "argocd" / "health"))
 import evaluate as luahealth  # noqa: E402 - argocd/health/evaluate.py: the shipped Lua check, as Argo CD runs it
 
@@ -297,7 +299,7 @@ def test_g5_a_forbidden_namespace_never_stops_the_others(app: App, tmp_path: Pat
     _start(app)
     app.write(raycluster(image=NEW))
     objs, hooks, plan = app.render()
-    app.plane.apply([h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")], namespace=app.ns)
+    app.plane.apply([h for h in hooks if h["kind"] in controlplane.HOOK_RBAC_KINDS], namespace=app.ns)
     kubeconfig = _token_kubeconfig(app, tmp_path / "hook.kubeconfig", app.ns)
     doc = json.loads(plan.read_text())
     doc["namespace"] = f"{app.ns}-forbidden"

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
+import controlplane
 from controlplane import KWOK_RUNNING_JOBS, TERMINATE_AFTER
 
 HASH = "raygitops.dev/template-hash"
@@ -494,8 +495,8 @@ def test_rbac_rendered_role_is_enough_and_confined(csa_app: App, tmp_path: Path)
     _start(app)
     app.write(raycluster(image="rayproject/ray:2.42.0"))
     objs, hooks, plan = app.render()
-    rbac = [h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")]
-    assert len(rbac) == 3
+    rbac = [h for h in hooks if h["kind"] in controlplane.HOOK_RBAC_KINDS]
+    assert len(rbac) == 5  # with the ClusterRole and its binding (the preflight reads nodes)
     app.plane.apply(rbac, namespace=app.ns)
     kubeconfig = _token_kubeconfig(app, tmp_path / "hook.kubeconfig", app.ns)
     res = app.presync(plan, kubeconfig=kubeconfig)

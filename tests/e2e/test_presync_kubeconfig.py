@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
+import controlplane
 from test_presync_hook import App, _start, raycluster
 
 pytestmark = pytest.mark.e2e
@@ -26,7 +27,7 @@ def hook(control_plane, namespace, tmp_path) -> tuple[App, Path, str]:
     _start(app)
     app.write(raycluster(image="rayproject/ray:2.42.0"))
     _, hooks, plan = app.render()
-    app.plane.apply([h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")], namespace=app.ns)
+    app.plane.apply([h for h in hooks if h["kind"] in controlplane.HOOK_RBAC_KINDS], namespace=app.ns)
     return app, plan, app.plane.create_token("raygitops-presync", app.ns)
 
 

@@ -39,7 +39,7 @@ class HookApp(App):
         path = self.tmp / "hook.kubeconfig"
         if not path.exists():
             _, hooks, _ = self.render()
-            self.plane.apply([h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")],
+            self.plane.apply([h for h in hooks if h["kind"] in controlplane.HOOK_RBAC_KINDS],
                              namespace=self.ns)
             _token_kubeconfig(self, path, self.ns)
         return str(path)
@@ -129,7 +129,7 @@ def test_changed_group_is_replaced_in_batches_and_the_rest_keeps_its_pods(app: H
     _, status = app.status()
     (entry,) = [c for c in status["clusters"] if c["name"] == "demo"]
     assert entry["detail"].endswith("the next sync replaces 2 pods of group big (1 at a time); "
-                                    "head and group small untouched"), entry
+                                    "head and group small untouched; preflight now: passes"), entry
     assert entry["replace"] == {"maxUnavailable": "1", "kept": ["head", "small"], "groups": [
         {"group": "big", "change": "changed", "pods": {"min": 2, "max": 2}, "atATime": 1}]}, entry
     started = time.monotonic()
@@ -185,7 +185,7 @@ def test_each_group_is_replaced_within_its_own_bound(app: HookApp):
     _, status = app.status()
     (entry,) = [c for c in status["clusters"] if c["name"] == "demo"]
     assert entry["detail"].endswith("the next sync replaces 3 pods of group big (1 at a time); replaces 2 pods of "
-                                    "group small (2 at a time); head untouched"), entry
+                                    "group small (2 at a time); head untouched; preflight now: passes"), entry
     with ReadyWatch(app, "big") as watch:
         res = app.presync(plan)
     demo = _demo(json.loads(res.stdout))

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+import controlplane
 import rayhead
 from rayhead import POLICY, WAIT_SECONDS, epoch, hook_lines, make_not_ready, with_dashboard
 from controlplane import TERMINATE_AFTER
@@ -51,7 +52,7 @@ class JobsApp:
         the hook's own ServiceAccount with the rendered Role and RoleBinding applied."""
         self.app.write(with_dashboard(obj or raycluster(image=NEW), **annotations))
         objs, hooks, plan = self.app.render()
-        self.app.plane.apply([h for h in hooks if h["kind"] in ("ServiceAccount", "Role", "RoleBinding")],
+        self.app.plane.apply([h for h in hooks if h["kind"] in controlplane.HOOK_RBAC_KINDS],
                              namespace=self.app.ns)
         return objs, plan, _token_kubeconfig(self.app, self.tmp / "hook.kubeconfig", self.app.ns)
 

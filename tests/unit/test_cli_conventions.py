@@ -234,7 +234,8 @@ def test_a_directory_named_like_a_format_is_written_when_named_as_one(tmp_path: 
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(cli_main.main, ["render", str(APP), "--output-dir", "./json"])
     assert res.exit_code == 0 and res.stdout == "", res.output
-    assert sorted(p.name for p in (tmp_path / "json").iterdir()) == [".raygitops-out", "ray"]
+    # _cluster: the hook's ClusterRole and binding (the preflight's reads)
+    assert sorted(p.name for p in (tmp_path / "json").iterdir()) == [".raygitops-out", "_cluster", "ray"]
 
 
 def test_render_output_json_prints_json() -> None:

@@ -140,7 +140,9 @@ def test_the_switch_and_its_bad_values(tmp_path: Path):
     objs, _ = _render(_app(tmp_path / "off", extra=", raygitops.dev/hash-config: 'false'"))
     cluster, plan = _cluster_and_plan(objs)
     assert names.CONFIG_HASH_ANNOTATION not in json.dumps(cluster) and not plan.config_maps
-    assert not any(r.get("resources") == ["configmaps"] for r in next(o for o in objs if o["kind"] == "Role")["rules"])
+    # the hook writes no ConfigMap; its preflight only GETs the one the pods read, by name
+    assert [r for r in next(o for o in objs if o["kind"] == "Role")["rules"] if r.get("resources") == ["configmaps"]] \
+        == [{"apiGroups": [""], "resources": ["configmaps"], "resourceNames": ["settings"], "verbs": ["get"]}]
     _, res = _render(_app(tmp_path / "bad", extra=", raygitops.dev/hash-config: 'no'"))
     assert res.returncode == 1 and res.stdout == ""
     assert res.stderr.strip() == (f"raygitops: {tmp_path}/bad/demo.yaml:5: annotation raygitops.dev/hash-config: "

@@ -46,6 +46,9 @@ def code_defaults() -> dict[str, str]:
         ("hook.runningJobs", "running-jobs", "--running-jobs", "raygitops.dev/running-jobs"): settings.running_jobs,
         ("hook.runningJobsWaitSeconds", "running-jobs-wait-seconds", "--running-jobs-wait-seconds",
          "raygitops.dev/running-jobs-wait-seconds"): "unset" if settings.running_jobs_wait_seconds is None else "?",
+        ("hook.preflight", "preflight", "--preflight", "raygitops.dev/preflight"): str(settings.preflight).lower(),
+        ("hook.preflightUnknown", "preflight-unknown", "--preflight-unknown", "raygitops.dev/preflight-unknown"):
+            settings.preflight_unknown,
         ("hook.jobNameWithPlanHash", "--flux"): str(settings.hook_name_suffix).lower(),
         ("hook.image", "hook-image", "--hook-image", "RAYGITOPS_HOOK_IMAGE"): image,
         ("keepUpgradeStrategy", "keep-upgrade-strategy", "--keep-upgrade-strategy"):
@@ -69,7 +72,8 @@ def code_defaults() -> dict[str, str]:
 
 # The settings every reader needs: each must be stated somewhere, so the check cannot go empty.
 MUST_BE_STATED = {"hook.timeoutSeconds", "hook.drainGraceSeconds", "hook.maxParallel", "hook.waitReady",
-                  "hook.runningJobs", "hook.runningJobsWaitSeconds", "kuberayVersion", "--lease-seconds",
+                  "hook.runningJobs", "hook.runningJobsWaitSeconds", "hook.preflight", "hook.preflightUnknown",
+                  "kuberayVersion", "--lease-seconds",
                   "raygitops.dev/max-unavailable", "RAYGITOPS_TEMPLATE_SECONDS", "RAYGITOPS_TEMPLATE_MEMORY_MB"}
 # Defaults the docs state of other tools, next to a name raygitops uses too.
 NOT_OURS = {("docs/helm.md", "--timeout", "5m")}  # Helm's own --timeout

@@ -187,6 +187,13 @@ class FakeKube:
         self.ray_jobs: list[dict[str, Any]] | None = []
         self.proxied: list[tuple[str, str, str]] = []  # (namespace, service:port, path) asked
         self.views: dict[tuple[str, str], dict[str, Any]] = {}  # a lagging operator's last seen cluster
+        # What the preflight reads: the objects that exist ((resource, namespace or None, name)),
+        # the nodes (one that holds any test pod), what the hook may not read ("nodes" for
+        # their list, "node" for a GET of one, or a resource), the node new pods land on
+        self.objects: set[tuple[str, str | None, str]] = set()
+        self.nodes: list[dict[str, Any]] = [node("node-1")]
+        self.forbidden: set[str] = set()
+        self.pod_node: str | None = None
 
     # ---------------------------------------------------------------- helpers for tests
 
@@ -261,6 +268,8 @@ class FakeKube:
                                                  "uid": owner["uid"], "controller": True}],
                             "annotations": dict(annotations), "finalizers": list(finalizers or [])},
                "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}
+        if self.pod_node:
+            pod["spec"] = {"nodeName": self.pod_node}
         with self.lock:
             self._bump(pod)
             self.pods[uid] = pod
@@ -437,12 +446,39 @@ class FakeKube:
                 for _ in range(count - have):
                     self.add_pod(namespace, name, node_type, group, ann)
 
+    def _refuse(self, what: str) -> None:
+        if what in self.forbidden:
+            raise ApiError(403, "Forbidden", f"the hook may not read {what}")
+
+    def exists(self, api: str, resource: str, name: str, namespace: str | None = None) -> bool:
+        self._count("get")
+        self._refuse(resource)
+        return (resource, namespace, name) in self.objects
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        self._count("list")
+        self._refuse("nodes")
+        return copy.deepcopy(self.nodes)
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        self._count("get")
+        self._refuse("node")
+        return next((copy.deepcopy(n) for n in self.nodes if n["metadata"]["name"] == name), None)
+
     def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         self._count("create")
         self.events.append(event)
 
     def event_reasons(self, name: str) -> list[str]:
         return [e["reason"] for e in self.events if e["involvedObject"]["name"] == name]
+
+
+def node(name: str, cpu: str = "64", memory: str = "256Gi", labels: dict[str, str] | None = None,
+         taints: list[dict[str, Any]] | None = None, **extra: str) -> dict[str, Any]:
+    """A Node as the preflight reads it: labels, taints, allocatable."""
+    return {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+            "spec": {"taints": list(taints or [])},
+            "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110", **extra}}}
 
 
 def ray_job(ident: str = "raysubmit_1", status: str = "RUNNING", started: float | None = None,

@@ -318,11 +318,13 @@ def test_status_asks_the_head_of_a_drifted_cluster_and_says_what_the_next_sync_d
     (status,) = statuses(kube, result)
     assert status.state == "drifted" and kube.proxied == [(NS, "demo-head-svc:dashboard", "api/jobs/")]
     assert "; 1 Ray job running: raysubmit_1 (RUNNING for " in status.detail
-    assert status.detail.endswith("the next sync waits for them up to 600 s, then fails"), status.detail
+    assert status.detail.endswith("the next sync waits for them up to 600 s, then fails; preflight now: passes"), \
+        status.detail
     assert status.to_json()["runningJobs"]["jobs"][0]["id"] == "raysubmit_1"
     kube.ray_jobs, kube.proxied = [], []
     (status,) = statuses(kube, result)
-    assert status.detail.endswith("; running jobs: none (the head reports no running or pending job)")
+    assert status.detail.endswith("; running jobs: none (the head reports no running or pending job); "
+                                  "preflight now: passes")
 
 
 def test_the_preview_says_the_policy_and_that_the_hook_asks():

@@ -81,7 +81,8 @@ def test_state_machine_transitions():
     assert ns(_live(), me, recheck=True) == cycle.CHECK  # waited for another hook: is it still drifted?
     assert ns(_live(), me, recreated=True) == cycle.FINISHED  # our cycle unlocked: done
     assert ns(_live(mine), me) == cycle.JOBS  # before anything goes: what runs on the Ray head?
-    assert ns(_live(mine), me, jobs_cleared=True) == cycle.SUSPEND
+    assert ns(_live(mine), me, jobs_cleared=True) == cycle.PREFLIGHT  # ... and can the new pods come up?
+    assert ns(_live(mine), me, jobs_cleared=True, preflight_cleared=True) == cycle.SUSPEND
     assert ns(_live(mine.at(locks.SUSPENDED, now), suspend=True), me) == cycle.DRAIN
     # suspended phase but someone flipped suspend back: suspend again before draining
     assert ns(_live(mine.at(locks.SUSPENDED, now), suspend=False), me) == cycle.SUSPEND

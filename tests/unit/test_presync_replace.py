@@ -187,6 +187,8 @@ def test_next_step_of_a_replacing_lock():
     replacing = State(verdict.Verdict(NS, "demo", verdict.REPLACE, "drifted"), replace=True, groups=("big",))
     assert cycle.next_step(live, "me", replacing) == cycle.JOBS  # a run that took it over asks the head first
     replacing.jobs_cleared = True
+    assert cycle.next_step(live, "me", replacing) == cycle.PREFLIGHT  # ... and checks the new pods can come up
+    replacing.preflight_cleared = True
     assert cycle.next_step(live, "me", replacing) == cycle.REPLACE
     assert cycle.next_step(live, "me", dataclasses.replace(replacing, replaced=True)) == cycle.WAIT_READY
     assert cycle.next_step(live, "me", dataclasses.replace(replacing, replace=False)) == cycle.SUSPEND  # nothing suspended yet: start the cycle

@@ -80,14 +80,15 @@ def test_without_opt_in_hashes_but_no_hooks(tmp_path: Path) -> None:
 
 def test_opt_in_by_annotation_appends_hooks_in_waves(tmp_path: Path) -> None:
     result = render(tmp_path, {"c.yaml": cluster(meta=RECREATE)})
-    assert kinds(result) == ["RayCluster", "ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Job"]
+    assert kinds(result) == ["RayCluster", "ServiceAccount", "Role", "RoleBinding", "ClusterRole",
+                             "ClusterRoleBinding", "ConfigMap", "Job"]
     waves = [o["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] for o in result.objects[1:]]
-    assert waves == ["-3", "-3", "-2", "-1", "0"]
+    assert waves == ["-3", "-3", "-2", "-3", "-2", "-1", "0"]
     for hook in result.objects[1:]:
         annotations = hook["metadata"]["annotations"]
         assert annotations["argocd.argoproj.io/hook"] == "PreSync"
         assert annotations["argocd.argoproj.io/hook-delete-policy"] == "BeforeHookCreation"
-        assert hook["metadata"]["namespace"] == "default"
+        assert hook["metadata"].get("namespace") == (None if hook["kind"].startswith("Cluster") else "default")
 
 
 def test_opt_in_by_spec_field_moves_to_annotation_unless_kept(tmp_path: Path) -> None:

@@ -61,14 +61,17 @@ def test_helm_leaves_namespaces_to_helm_and_makes_helm_hooks() -> None:
 
 def test_helm_with_a_namespace_pins_it_like_any_render() -> None:
     out = docs(render("--helm", "--namespace", "ray", stdin=CLUSTER % "demo"))
-    assert {d["metadata"]["namespace"] for d in out} == {"ray"}
+    # the preflight's ClusterRole and binding (cluster-scoped) are named after the namespace
+    assert {d["metadata"].get("namespace") or d["kind"] for d in out} == {"ray", "ClusterRole", "ClusterRoleBinding"}
     assert out[3]["subjects"][0]["namespace"] == "ray"
-    assert json.loads(out[4]["data"]["plan.json"])["namespace"] == "ray"
+    assert out[5]["subjects"] == [{"kind": "ServiceAccount", "name": "raygitops-presync", "namespace": "ray"}]
+    assert out[4]["metadata"]["name"] == out[5]["roleRef"]["name"] == "raygitops-presync-ray"
+    assert json.loads(out[6]["data"]["plan.json"])["namespace"] == "ray"
 
 
 def test_without_helm_nothing_changes() -> None:
     out = docs(render(stdin=CLUSTER % "demo"))
-    assert {d["metadata"]["namespace"] for d in out} == {"default"}
+    assert {d["metadata"].get("namespace") or d["kind"] for d in out} == {"default", "ClusterRole", "ClusterRoleBinding"}
     assert all(set(d["metadata"]["annotations"]) >= {"argocd.argoproj.io/hook"} for d in out[1:])
 
 

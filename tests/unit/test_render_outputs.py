@@ -32,7 +32,7 @@ def test_stdin_stream_like_a_post_renderer() -> None:
     out = invoke(["render", "-"], stdin=cluster(meta=RECREATE) + "---\n" + CM)
     docs = list(yaml.safe_load_all(out))
     assert [d["kind"] for d in docs] == ["RayCluster", "ConfigMap", "ServiceAccount", "Role",
-                                         "RoleBinding", "ConfigMap", "Job"]
+                                         "RoleBinding", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Job"]
 
 
 def test_json_format_is_a_list(tmp_path: Path) -> None:
@@ -47,6 +47,7 @@ def test_out_dir_writes_stable_files_and_removes_stale(tmp_path: Path) -> None:
     invoke(["render", str(root), "--output-dir", str(out)])
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.yaml"))
     assert files == [
+        "_cluster/clusterrole-raygitops-presync-default.yaml", "_cluster/clusterrolebinding-raygitops-presync-default.yaml",
         "default/configmap-raygitops-plan.yaml", "default/configmap-settings.yaml",
         "default/job-raygitops-presync.yaml", "default/raycluster-c.yaml",
         "default/role-raygitops-presync.yaml", "default/rolebinding-raygitops-presync.yaml",

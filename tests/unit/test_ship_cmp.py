@@ -266,10 +266,11 @@ def test_generate_renders_each_example_app(app: Path, sandbox: Path, generate) -
                 if rc["metadata"].get("annotations", {}).get("raygitops.dev/upgrade-strategy") == "Recreate"]
     if opted_in:
         kinds = {d["kind"] for d in docs if d["metadata"].get("annotations", {}).get("argocd.argoproj.io/hook")}
-        assert kinds == {"ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Job"}
-    # objects that name no namespace get one: the app's setting or Argo CD's destination
+        assert kinds == {"ServiceAccount", "Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "Job"}
+    # objects that name no namespace get one: the app's setting or Argo CD's destination (the
+    # preflight's ClusterRole and binding are cluster-scoped)
     for d in docs:
-        assert d["metadata"].get("namespace"), d
+        assert d["metadata"].get("namespace") or d["kind"] in ("ClusterRole", "ClusterRoleBinding"), d
     # deterministic: the same input renders byte-identical output (Argo CD caches and diffs it)
     assert generate(copy).stdout == res.stdout
 
@@ -310,6 +311,8 @@ def test_generate_with_parameters(sandbox: Path, generate) -> None:
         {"name": "kuberay-version", "string": "v1.6.2"},
         {"name": "running-jobs", "string": "wait"},
         {"name": "running-jobs-wait-seconds", "string": "1800"},
+        {"name": "preflight", "string": "true"},
+        {"name": "preflight-unknown", "string": "proceed"},
     ]
     assert {p["name"] for p in params} == {p["name"] for p in SPEC["parameters"]["static"]}
     res = generate(copy, params)
@@ -317,7 +320,7 @@ def test_generate_with_parameters(sandbox: Path, generate) -> None:
     docs = manifests(res.stdout)
     rc = next(d for d in docs if d["kind"] == "RayCluster")
     assert rc["metadata"]["name"] == "ray-prod"
-    assert {d["metadata"]["namespace"] for d in docs} == {"ray-prod"}
+    assert {d["metadata"].get("namespace") for d in docs if not d["kind"].startswith("Cluster")} == {"ray-prod"}
     # the template saw Argo CD's build environment
     assert rc["metadata"]["annotations"]["example.com/git-revision"] == "4f2c1e9a7b3d5f6e8a9b0c1d2e3f4a5b6c7d8e9f"
     head = rc["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
@@ -333,6 +336,7 @@ def test_generate_with_parameters(sandbox: Path, generate) -> None:
     assert "--no-wait-ready" in args
     plan = json.loads(next(d for d in docs if d["kind"] == "ConfigMap" and "plan.json" in d.get("data", {}))["data"]["plan.json"])
     assert {c["runningJobs"]["waitSeconds"] for c in plan["clusters"]} == {1800}  # carried per cluster
+    assert {c["preflight"]["unknown"] for c in plan["clusters"]} == {"proceed"}
 
 
 def test_generate_error_exits_non_zero_with_one_line(sandbox: Path, generate) -> None:

@@ -115,8 +115,8 @@ class Kube:
 
     # ------------------------------------------------------------------ plumbing
 
-    def _headers(self, content_type: str | None = None) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": USER_AGENT}
+    def _headers(self, content_type: str | None = None, accept: str = "application/json") -> dict[str, str]:
+        headers = {"Accept": accept, "User-Agent": USER_AGENT}
         token = self.creds.token()
         if token:
             headers["Authorization"] = token
@@ -131,7 +131,8 @@ class Kube:
 
     def request(self, method: str, path: str, query: dict[str, Any] | None = None, body: Any = None,
                 content_type: str | None = None, timeout: float = REQUEST_TIMEOUT_SECONDS,
-                stream: bool = False, verb: str | None = None, attempts: int = MAX_ATTEMPTS) -> Any:
+                stream: bool = False, verb: str | None = None, attempts: int = MAX_ATTEMPTS,
+                accept: str = "application/json") -> Any:
         """One API call with retries (at most ``attempts`` tries); the parsed JSON answer (or
         the raw response when ``stream``)."""
         url = self.creds.host + path
@@ -143,7 +144,7 @@ class Kube:
             read = self._bounded(timeout)
             try:
                 resp = self.http.request(
-                    method, url, body=data, headers=self._headers(content_type),
+                    method, url, body=data, headers=self._headers(content_type, accept),
                     timeout=urllib3.Timeout(connect=min(10, read), read=read), preload_content=not stream,
                     redirect=False,
                 )
@@ -252,6 +253,29 @@ class Kube:
         """JSON merge patch; a ``metadata.resourceVersion`` in it is a precondition (409)."""
         return self.request("PATCH", self._core(resource, namespace, name), body=patch,
                             content_type="application/merge-patch+json", verb="patch")
+
+    # ------------------------------------------------------------------ what the preflight reads
+
+    def exists(self, api: str, resource: str, name: str, namespace: str | None = None) -> bool:
+        """Whether an object exists (``api``: ``api/v1``, ``apis/scheduling.k8s.io/v1``; a
+        namespaced one when ``namespace`` is given). Its metadata only is fetched: the
+        preflight never holds a Secret's content. A 403 is an :class:`ApiError`."""
+        where = f"/namespaces/{quote(namespace)}" if namespace is not None else ""
+        try:
+            self.request("GET", f"/{api}{where}/{resource}/{quote(name)}", verb="get",
+                         accept="application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json")
+            return True
+        except NotFound:
+            return False
+
+    def list_nodes(self) -> list[dict[str, Any]]:
+        return self.request("GET", "/api/v1/nodes", verb="list").get("items") or []
+
+    def get_node(self, name: str) -> dict[str, Any] | None:
+        try:
+            return self.request("GET", f"/api/v1/nodes/{quote(name)}", verb="get")
+        except NotFound:
+            return None
 
     # ------------------------------------------------------------------ services
 

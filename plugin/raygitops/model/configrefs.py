@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from raygitops.model.canonical import canonical_bytes
 from raygitops.model.names import CONFIG_HASH_ANNOTATION, SECRET_HASH_ANNOTATION
@@ -44,29 +44,35 @@ def _get(value: Any, *keys: str) -> Any:
     return value
 
 
-def references(template: Any) -> list[tuple[str, str]]:
-    """``(kind, name)`` of every ConfigMap and Secret the pod template reads, sorted, once each."""
+def mentions(template: Any) -> Iterator[tuple[str, str, bool]]:
+    """``(kind, name, optional)`` of each ConfigMap and Secret reference of the pod template,
+    as written (``optional: true`` marks one the pod starts without; the preflight excepts
+    those, model/preflight.py)."""
     spec = _get(template, "spec")
-    found: set[tuple[str, str]] = set()
 
-    def add(kind: str, name: Any) -> None:
+    def ref(kind: str, name: Any, holder: Any) -> Iterator[tuple[str, str, bool]]:
         if isinstance(name, str) and name:
-            found.add((kind, name))
+            yield kind, name, _get(holder, "optional") is True
 
     for container in _dicts(_get(spec, "containers")) + _dicts(_get(spec, "initContainers")):
         for env in _dicts(container.get("env")):
-            add(CONFIGMAP, _get(env, "valueFrom", "configMapKeyRef", "name"))
-            add(SECRET, _get(env, "valueFrom", "secretKeyRef", "name"))
+            yield from ref(CONFIGMAP, _get(env, "valueFrom", "configMapKeyRef", "name"),
+                           _get(env, "valueFrom", "configMapKeyRef"))
+            yield from ref(SECRET, _get(env, "valueFrom", "secretKeyRef", "name"), _get(env, "valueFrom", "secretKeyRef"))
         for source in _dicts(container.get("envFrom")):
-            add(CONFIGMAP, _get(source, "configMapRef", "name"))
-            add(SECRET, _get(source, "secretRef", "name"))
+            yield from ref(CONFIGMAP, _get(source, "configMapRef", "name"), _get(source, "configMapRef"))
+            yield from ref(SECRET, _get(source, "secretRef", "name"), _get(source, "secretRef"))
     for volume in _dicts(_get(spec, "volumes")):
-        add(CONFIGMAP, _get(volume, "configMap", "name"))
-        add(SECRET, _get(volume, "secret", "secretName"))
+        yield from ref(CONFIGMAP, _get(volume, "configMap", "name"), _get(volume, "configMap"))
+        yield from ref(SECRET, _get(volume, "secret", "secretName"), _get(volume, "secret"))
         for source in _dicts(_get(volume, "projected", "sources")):
-            add(CONFIGMAP, _get(source, "configMap", "name"))
-            add(SECRET, _get(source, "secret", "name"))
-    return sorted(found)
+            yield from ref(CONFIGMAP, _get(source, "configMap", "name"), _get(source, "configMap"))
+            yield from ref(SECRET, _get(source, "secret", "name"), _get(source, "secret"))
+
+
+def references(template: Any) -> list[tuple[str, str]]:
+    """``(kind, name)`` of every ConfigMap and Secret the pod template reads, sorted, once each."""
+    return sorted({(kind, name) for kind, name, _ in mentions(template)})
 
 
 def _base64(value: Any) -> Any:

@@ -15,6 +15,8 @@ MAX_UNAVAILABLE_BY_GROUP_ANNOTATION = "raygitops.dev/max-unavailable-by-group"  
 TRACK_ANNOTATION = "raygitops.dev/hash-config"  # "false": this cluster's config is not hashed
 RUNNING_JOBS_ANNOTATION = "raygitops.dev/running-jobs"  # wait | fail | proceed (model/jobs.py)
 RUNNING_JOBS_WAIT_ANNOTATION = "raygitops.dev/running-jobs-wait-seconds"  # the wait's bound
+PREFLIGHT_ANNOTATION = "raygitops.dev/preflight"  # "false": no preflight (model/preflight.py)
+PREFLIGHT_UNKNOWN_ANNOTATION = "raygitops.dev/preflight-unknown"  # fail | proceed
 
 # --- hashes (render stamps them on group templates and on the RayCluster) --------------------
 HASH_ANNOTATION = "raygitops.dev/template-hash"

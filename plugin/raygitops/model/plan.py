@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from raygitops import __version__
-from raygitops.model import convert, jobs, podrules, strategy
+from raygitops.model import convert, jobs, podrules, preflight, strategy
 from raygitops.model.configrefs import CONFIGMAP, SECRET
 from raygitops.errors import RaygitopsError
 from raygitops.model.hashing import NEWEST, SCHEME, GroupHashes, HashRules, SpecParts
@@ -56,6 +56,9 @@ class ClusterPlan:
     # (None: KubeRay's default head service, <name>-head-svc, port "dashboard")
     jobs_policy: jobs.Policy = field(default_factory=jobs.Policy)
     dashboard: jobs.Dashboard | None = None
+    # whether a cycle checks first that the new pods can come up, and what a check the hook
+    # cannot make does (model/preflight.py)
+    preflight_policy: preflight.Policy = field(default_factory=preflight.Policy)
 
     def head_dashboard(self) -> jobs.Dashboard:
         """Where the hook asks this cluster's head for its running jobs."""
@@ -72,6 +75,24 @@ class ClusterPlan:
     def limit_of(self, group: str) -> str:
         """The max-unavailable bound of worker group ``group``."""
         return self.max_unavailable_by_group.get(group) or self.max_unavailable or strategy.DEFAULT_MAX_UNAVAILABLE
+
+    def preflight_needs(self, replaced: tuple[str, ...] | None = None) -> preflight.Needs:
+        """What the new pods need: of every group, or under a replacement of the worker groups
+        ``replaced`` (names) only; the ConfigMaps and Secrets the hook makes live itself are
+        not looked for."""
+        made = [(kind, name) for kind, names in self.config_names().items() for name in names]
+        groups = None if replaced is None else [f"worker:{g}" for g in replaced]
+        return preflight.needs(self.name, self.spec, groups, made, self.preflight_policy.cluster_reads)
+
+    @property
+    def preflights(self) -> bool:
+        """Whether this cluster's cycles run the preflight (only clusters the hook recreates)."""
+        return strategy.opted_in(self.strategy) and not self.owner and not self.native and self.preflight_policy.enabled
+
+    @property
+    def looks(self) -> tuple[tuple[str, str], ...]:
+        """``(kind, name)`` of what its preflight looks for (the hook's RBAC names them)."""
+        return tuple(self.preflight_needs().objects) if self.preflights else ()
 
     def config_hashes(self) -> dict[str, dict[str, str]]:
         """The desired config hashes by kind (``configrefs.CONFIGMAP``, ``SECRET``), then group key."""
@@ -107,6 +128,9 @@ class ClusterPlan:
         if not self.jobs_policy.is_default:  # absent otherwise: plans without it keep their digest
             data["runningJobs"] = {"policy": self.jobs_policy.action,
                                    **({"waitSeconds": self.jobs_policy.wait_seconds} if self.jobs_policy.wait_seconds else {})}
+        if not self.preflight_policy.is_default:  # absent otherwise: plans without it keep their digest
+            data["preflight"] = {"enabled": self.preflight_policy.enabled, "unknown": self.preflight_policy.unknown,
+                                 "clusterReads": self.preflight_policy.cluster_reads}
         if self.dashboard is not None:
             data["dashboard"] = {"service": self.dashboard.service, "port": self.dashboard.port}
         return data
@@ -118,7 +142,7 @@ class ClusterPlan:
 
     def packed(self) -> "PackedCluster":
         return PackedCluster(self.name, self.strategy, self.native, self.config_maps, self.secrets, self.text,
-                             self.asks)
+                             self.asks, self.preflights, self.looks)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ClusterPlan":
@@ -139,6 +163,7 @@ class ClusterPlan:
             secrets=tuple(convert.string_list(data.get("secrets") or [])),
             jobs_policy=_jobs_policy(data),
             dashboard=_dashboard(data),
+            preflight_policy=_preflight(data),
         )
 
 
@@ -155,6 +180,8 @@ class PackedCluster:
     secrets: tuple[str, ...]
     text: str
     asks: jobs.Dashboard | None = None  # the head the hook asks for running jobs (ClusterPlan.asks)
+    preflights: bool = False  # ClusterPlan.preflights
+    looks: tuple[tuple[str, str], ...] = ()  # (kind, name) its preflight looks for (the hook's RBAC)
 
     def to_json(self) -> dict[str, Any]:
         return json.loads(self.text)
@@ -199,6 +226,19 @@ def _jobs_policy(data: dict[str, Any]) -> jobs.Policy:
     except ValueError as err:
         raise ValueError(f"clusters[{data.get('name')}].runningJobs: {err}") from None
     return jobs.Policy(action, wait)
+
+
+def _preflight(data: dict[str, Any]) -> preflight.Policy:
+    value = data.get("preflight")
+    if value is None:
+        return preflight.Policy()
+    flags = (value.get("enabled", True), value.get("clusterReads", True)) if isinstance(value, dict) else ()
+    if not flags or not all(isinstance(f, bool) for f in flags):
+        raise ValueError(f"clusters[{data.get('name')}].preflight is not {{enabled, unknown, clusterReads}}")
+    try:
+        return preflight.Policy(flags[0], preflight.parse_unknown(value.get("unknown", preflight.FAIL)), flags[1])
+    except ValueError as err:
+        raise ValueError(f"clusters[{data.get('name')}].preflight.unknown: {err}") from None
 
 
 def _dashboard(data: dict[str, Any]) -> jobs.Dashboard | None:

@@ -22,11 +22,13 @@ from raygitops.model.names import (
     ORIGIN_LABEL,
     RUNNING_JOBS_ANNOTATION,
     RUNNING_JOBS_WAIT_ANNOTATION,
+    PREFLIGHT_ANNOTATION,
+    PREFLIGHT_UNKNOWN_ANNOTATION,
     SECRET_HASH_ANNOTATION,
     STRATEGY_ANNOTATION,
     TRACK_ANNOTATION,
 )
-from raygitops.model import jobs
+from raygitops.model import jobs, preflight
 
 RECREATE = "Recreate"
 REPLACE_GROUPS = "ReplaceGroups"  # only the changed worker groups' pods, in batches (docs/presync.md)
@@ -169,17 +171,23 @@ def max_unavailable_by_group(obj: dict[str, Any], chosen: str, groups: Iterable[
     return out
 
 
-def jobs_policy(obj: dict[str, Any], chosen: str, default: jobs.Policy) -> jobs.Policy:
-    """The cluster's running-jobs policy: ``raygitops.dev/running-jobs`` and
-    ``raygitops.dev/running-jobs-wait-seconds`` over the app's ``default`` (raygitops.yaml,
-    Argo CD parameters). Refused on a cluster raygitops does not recreate, where it would
-    silently do nothing."""
+def _cycle_annotations(obj: dict[str, Any], chosen: str, *keys: str) -> dict[str, Any]:
+    """The values of ``keys`` on the cluster (None: not set); refused on a cluster raygitops
+    does not recreate, where they would silently do nothing."""
     ann = annotations(obj)
-    values = {key: ann.get(key) for key in (RUNNING_JOBS_ANNOTATION, RUNNING_JOBS_WAIT_ANNOTATION)}
+    values = {key: ann.get(key) for key in keys}
     for key, value in values.items():
         if value is not None and not opted_in(chosen):
             raise annotation_error(key, f"applies only to clusters raygitops recreates "
                                         f"({STRATEGY_ANNOTATION}: Recreate or ReplaceGroups; this cluster's is {chosen})")
+    return values
+
+
+def jobs_policy(obj: dict[str, Any], chosen: str, default: jobs.Policy) -> jobs.Policy:
+    """The cluster's running-jobs policy: ``raygitops.dev/running-jobs`` and
+    ``raygitops.dev/running-jobs-wait-seconds`` over the app's ``default`` (raygitops.yaml,
+    Argo CD parameters)."""
+    values = _cycle_annotations(obj, chosen, RUNNING_JOBS_ANNOTATION, RUNNING_JOBS_WAIT_ANNOTATION)
     try:
         action = default.action if values[RUNNING_JOBS_ANNOTATION] is None else jobs.parse_policy(
             values[RUNNING_JOBS_ANNOTATION])
@@ -199,6 +207,25 @@ def jobs_policy(obj: dict[str, Any], chosen: str, default: jobs.Policy) -> jobs.
     return jobs.Policy(action, wait if action == jobs.WAIT else None)
 
 
+def preflight_policy(obj: dict[str, Any], chosen: str, default: preflight.Policy) -> preflight.Policy:
+    """The cluster's preflight policy: ``raygitops.dev/preflight`` ("true"/"false") and
+    ``raygitops.dev/preflight-unknown`` (fail/proceed) over the app's ``default``
+    (raygitops.yaml, Argo CD parameters)."""
+    values = _cycle_annotations(obj, chosen, PREFLIGHT_ANNOTATION, PREFLIGHT_UNKNOWN_ANNOTATION)
+    enabled, unknown = default.enabled, default.unknown
+    value = values[PREFLIGHT_ANNOTATION]
+    if value is not None:
+        if value not in ("true", "false"):
+            raise annotation_error(PREFLIGHT_ANNOTATION, f"{printable(repr(value))[:60]} is not \"true\" or \"false\"")
+        enabled = value == "true"
+    if values[PREFLIGHT_UNKNOWN_ANNOTATION] is not None:
+        try:
+            unknown = preflight.parse_unknown(values[PREFLIGHT_UNKNOWN_ANNOTATION])
+        except ValueError as err:
+            raise annotation_error(PREFLIGHT_UNKNOWN_ANNOTATION, printable(str(err))[:100]) from None
+    return preflight.Policy(enabled, unknown, default.cluster_reads)
+
+
 def native_recreate(obj: dict[str, Any]) -> bool:
     """Whether the manifest asks the KubeRay >= 1.6 operator itself to recreate the pods."""
     return _spec_strategy(obj.get("spec")) == RECREATE
@@ -207,7 +234,8 @@ def native_recreate(obj: dict[str, Any]) -> bool:
 # The raygitops.dev/* keys a user writes on a RayCluster's metadata.annotations; with those
 # render writes there, every key of raygitops' a RayCluster manifest may carry.
 USER_ANNOTATIONS = (STRATEGY_ANNOTATION, MAX_UNAVAILABLE_ANNOTATION, MAX_UNAVAILABLE_BY_GROUP_ANNOTATION,
-                    RUNNING_JOBS_ANNOTATION, RUNNING_JOBS_WAIT_ANNOTATION, TRACK_ANNOTATION)
+                    RUNNING_JOBS_ANNOTATION, RUNNING_JOBS_WAIT_ANNOTATION, PREFLIGHT_ANNOTATION,
+                    PREFLIGHT_UNKNOWN_ANNOTATION, TRACK_ANNOTATION)
 KNOWN_ANNOTATIONS = (*USER_ANNOTATIONS, HASH_ANNOTATION, HASHES_ANNOTATION)
 # what render stamps on the group pod templates (their metadata.annotations)
 TEMPLATE_ANNOTATIONS = (HASH_ANNOTATION, CONFIG_HASH_ANNOTATION, SECRET_HASH_ANNOTATION)

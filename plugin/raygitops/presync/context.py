@@ -92,6 +92,7 @@ class State:
     drain_to_resume: float | None = None
     paused_draining: bool = False
     jobs_cleared: bool = False  # the jobs step let this run's cycle go on (presync/runningjobs.py)
+    preflight_cleared: bool = False  # the new pods can come up, or the policy lets it pass (presync/preflight.py)
     deleted: dict[str, int] = field(default_factory=dict)  # ReplaceGroups: pods deleted per group
     removed_deleted: int = 0  # pods of removed groups deleted
     written_generation: int | None = None  # metadata.generation of our last spec write

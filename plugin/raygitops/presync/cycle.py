@@ -8,7 +8,8 @@ else wrote in between) is just another turn of the loop and any hook run can fin
 another one started:
 
     (no lock) ─ACQUIRE→ locked ─JOBS (the Ray head's running jobs: go on, wait, or fail
-        touching nothing)→ ─SUSPEND→ suspended ─DRAIN (to 0 pods, then the resume write)→
+        touching nothing)→ ─PREFLIGHT (can the new pods come up? if not, fail touching
+        nothing)→ ─SUSPEND→ suspended ─DRAIN (to 0 pods, then the resume write)→
         resumed ─WAIT_READY (then the unlock write)→ (no lock: FINISHED)
 
 After the suspend and after the resume write the operator is prompted
@@ -18,7 +19,7 @@ without waiting for its own requeue; the resume waits until it reports the suspe
 ReplaceGroups (docs/presync.md) takes a shorter path on the same machinery; nothing is
 suspended:
 
-    (no lock) ─ACQUIRE→ locked ─JOBS→ ─REPLACE (desired spec + lock ``replacing``, one
+    (no lock) ─ACQUIRE→ locked ─JOBS→ ─PREFLIGHT→ ─REPLACE (desired spec + lock ``replacing``, one
         write)→ replacing ─REPLACE (stale pods of the changed groups deleted in batches of
         max-unavailable, until none is left)→ ─WAIT_READY (then the unlock write)→ (no lock:
         FINISHED)
@@ -48,7 +49,7 @@ from raygitops.model import lock as locks
 from raygitops.model import objmeta, operators, pods, verdict
 from raygitops.model.names import CLUSTER_LABEL, LOCK_ANNOTATION
 from raygitops.model.strategy import DEFAULT_MAX_UNAVAILABLE
-from raygitops.presync import drain, events, lease, patches, polling, prompt, recovery, replace, runningjobs
+from raygitops.presync import drain, events, lease, patches, polling, preflight, prompt, recovery, replace, runningjobs
 from raygitops.presync.context import (
     Context,
     CycleError,
@@ -69,14 +70,16 @@ ACQUIRE = "acquire"
 WAIT = "wait"
 TAKEOVER = "takeover"
 JOBS = "jobs"
+PREFLIGHT = "preflight"
 SUSPEND = "suspend"
 DRAIN = "drain"
 REPLACE = "replace"
 WAIT_READY = "wait-ready"
 
 # Steps after which state.live is the server's answer to our own write, or a read just made
-# (no GET needed before the next step).
-NO_READ_NEEDED = frozenset({CHECK, ACQUIRE, TAKEOVER, SUSPEND, DRAIN, WAIT_READY})
+# (no GET needed before the next step); the preflight reads no RayCluster: the read before it
+# stands (a write on it that is stale meets a 409 and reads again).
+NO_READ_NEEDED = frozenset({CHECK, ACQUIRE, TAKEOVER, PREFLIGHT, SUSPEND, DRAIN, WAIT_READY})
 
 # Outcomes
 RECREATED = "recreated"
@@ -109,6 +112,8 @@ def next_step(live: dict[str, Any] | None, holder: str, s: State, unchanged_for:
             return WAIT_READY
         if not s.jobs_cleared:
             return JOBS  # before anything takes pods down: what runs on the cluster's Ray head?
+        if not s.preflight_cleared:
+            return PREFLIGHT  # ... and can the new pods come up?
         # a replacement this run does not make (the head drifted meanwhile) becomes a full
         # cycle: nothing was suspended, so it can start from its suspend
         return REPLACE if s.replace else SUSPEND
@@ -207,6 +212,12 @@ def check_jobs(c: Context, s: State) -> None:
     """Ask the cluster's Ray head which jobs run, and follow its policy
     (:mod:`raygitops.presync.runningjobs`)."""
     runningjobs.check(c, s)
+
+
+def check_preflight(c: Context, s: State) -> None:
+    """Check that the new pods can come up before any is taken down, and fail closed
+    touching nothing when they cannot (:mod:`raygitops.presync.preflight`)."""
+    preflight.check(c, s)
 
 
 def wait_for_holder(c: Context, s: State) -> None:
@@ -335,7 +346,7 @@ def wait_ready_and_unlock(c: Context, s: State) -> None:
 
 STEPS: dict[str, Callable[[Context, State], tuple[str, str] | None]] = {
     GONE: gone, FINISHED: finished, CHECK: check, ACQUIRE: acquire, WAIT: wait_for_holder, TAKEOVER: take_over,
-    JOBS: check_jobs, SUSPEND: suspend, DRAIN: drain_and_resume, REPLACE: replace_batch, WAIT_READY: wait_ready_and_unlock,
+    JOBS: check_jobs, PREFLIGHT: check_preflight, SUSPEND: suspend, DRAIN: drain_and_resume, REPLACE: replace_batch, WAIT_READY: wait_ready_and_unlock,
 }
 
 

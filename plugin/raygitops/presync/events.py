@@ -1,7 +1,7 @@
 """Kubernetes Events on the RayCluster (core v1; the Role grants ``create`` only).
 
 Reasons: RecreateStarted, WaitingForJobs, PodsDrained, Resumed, RecreateCompleted (Normal),
-RecreateFailed, RunningJobs (Warning).  An Event that cannot be written is logged and otherwise ignored: Events are for
+RecreateFailed, RunningJobs, PreflightFailed (Warning).  An Event that cannot be written is logged and otherwise ignored: Events are for
 people, the state lives in the annotations.
 """
 
@@ -19,7 +19,8 @@ COMPLETED = "RecreateCompleted"
 FAILED = "RecreateFailed"
 WAITING_FOR_JOBS = "WaitingForJobs"  # Ray jobs run: the cycle waits before it takes pods down
 JOBS_RUNNING = "RunningJobs"  # ... and does not start (policy fail, or the wait is up)
-WARNING_REASONS = frozenset({FAILED, JOBS_RUNNING})
+PREFLIGHT_FAILED = "PreflightFailed"  # the new pods could not come up: not started, not touched
+WARNING_REASONS = frozenset({FAILED, JOBS_RUNNING, PREFLIGHT_FAILED})
 
 
 def event_body(live: dict[str, Any], reason: str, message: str, now: float | None = None) -> dict[str, Any]:

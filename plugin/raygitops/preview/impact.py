@@ -27,7 +27,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from raygitops.model import configrefs, jobs, podrules, pods, validation, verdict
+from raygitops.model import configrefs, jobs, podrules, pods, preflight, validation, verdict
 from raygitops.model.hashing import GroupHashes, HashRules, hash_cluster
 from raygitops.model.names import HOOK_LABEL, NATIVE_HASH_ANNOTATION
 from raygitops.model.objmeta import annotations, labels
@@ -371,6 +371,9 @@ def _classify_pair(base: RenderedCluster, base_obj: dict, head: RenderedCluster,
         # the preview has no cluster to ask: it says the policy, and that the hook will ask
         impact.running_jobs = plan_h.jobs_policy
         impact.notes.append(jobs.outlook(plan_h.jobs_policy, jobs.NOT_ASKED_YET, 0.0))
+        replaced = v.replaced_groups() if impact.klass == REPLACE_CLASS else None
+        impact.notes.append(preflight.outlook(plan_h.preflight_policy,
+                                              plan_h.preflight_needs(replaced) if plan_h.preflights else None))
     _notes(impact, plan_b, plan_h)
     impact.notes += _other_versions(base, head, head_obj, {g.group for g in changed})
     return impact

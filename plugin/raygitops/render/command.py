@@ -53,6 +53,10 @@ if TYPE_CHECKING:
                      "or proceed.")
 @click.option("--running-jobs-wait-seconds", default=None, metavar="SECONDS",
               help="Hook: the longest wait for running Ray jobs (default: as long as its timeout allows).")
+@click.option("--preflight/--no-preflight", default=None,
+              help="Hook: check that the new pods can come up before it takes a cluster down (yes).")
+@click.option("--preflight-unknown", default=None, metavar="POLICY",
+              help="Hook: a preflight check it cannot make (RBAC, no node visible): fail (default) or proceed.")
 @click.option("--flux", "hook_name_suffix", is_flag=True, default=None,
               help="Name the hook Job after the plan hash (Flux and Helm 3 apply Jobs as plain objects).")
 @click.option("--helm", is_flag=True, default=None,

@@ -1,7 +1,8 @@
 """The PreSync hook objects render appends for a namespace (docs/design.md "Hook objects").
 
-ServiceAccount, Role and RoleBinding (waves -3..-2), the plan ConfigMap (-1; and a Secret
-beside it when pods read Secrets of the app) and the Job (0),
+ServiceAccount, Role and RoleBinding (waves -3..-2; and a ClusterRole and ClusterRoleBinding
+for the preflight's reads of nodes, PriorityClasses and RuntimeClasses), the plan ConfigMap
+(-1; and a Secret beside it when pods read Secrets of the app) and the Job (0),
 each an Argo CD PreSync hook deleted before it is created again, or for Helm (``--helm``) a
 pre-install/pre-upgrade hook with the same order and policy (Helm 4 reads hooks from the
 post-renderer's output; Helm 3 applies them as plain objects).  Least privilege: the Role
@@ -15,6 +16,7 @@ import gzip
 from typing import Any
 
 from raygitops.errors import RaygitopsError
+from raygitops.model import preflight
 from raygitops.model.configrefs import CONFIGMAP, RESOURCES, SECRET
 from raygitops.model.sizes import MAX_DATA_BYTES, largest, total_size
 from raygitops.model.plan import Plan, secrets_json
@@ -72,6 +74,43 @@ def _jobs_rules(plan: Plan) -> list[dict[str, Any]]:
     and port by name only (the name RBAC sees is ``<service>:<port>``), nothing else."""
     names = sorted({c.asks.proxy_name for c in plan.clusters if c.asks is not None and c.asks.port is not None})
     return [{"apiGroups": [""], "resources": ["services/proxy"], "resourceNames": names, "verbs": ["get"]}] if names else []
+
+
+def _preflight_rules(plan: Plan, kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+    """GET of the objects of ``kinds`` the clusters' preflights look for (model/preflight.py),
+    by name only: never every Secret of the namespace."""
+    names: dict[str, set[str]] = {}
+    for cluster in plan.clusters:
+        for kind, name in cluster.looks:
+            if kind in kinds:
+                names.setdefault(kind, set()).add(name)
+    return [{"apiGroups": [preflight.RESOURCES[kind][0]], "resources": [preflight.RESOURCES[kind][2]],
+             "resourceNames": sorted(names[kind]), "verbs": ["get"]} for kind in kinds if kind in names]
+
+
+def cluster_role_name(plan: Plan) -> str:
+    """One per namespace (as the Role, whose name is the same in every namespace)."""
+    return f"{NAME}-{plan.namespace}"
+
+
+def _cluster_reads(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
+    """A ClusterRole and its binding when a cluster of the plan preflights: the nodes (their
+    allocatable, labels, taints) and the PriorityClasses and RuntimeClasses by name; none
+    when the namespace is left to Helm (the binding could not name the ServiceAccount's)."""
+    if plan.namespace is None or not any(c.preflights for c in plan.clusters):
+        return []
+    name = cluster_role_name(plan)
+    meta = _meta(name, plan, -3, settings)
+    del meta["namespace"]
+    return [
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": meta,
+         "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]},
+                   *_preflight_rules(plan, preflight.CLUSTER_SCOPED)]},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+         "metadata": {**meta, "annotations": _hook_annotations(-2, settings.helm)},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": plan.namespace}]},
+    ]
 
 
 def _hook_annotations(wave: int, helm: bool) -> dict[str, str]:
@@ -222,7 +261,8 @@ def _job(plan: Plan, settings: Settings) -> dict[str, Any]:
 
 def hook_resources(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
     """The hook objects for ``plan.namespace``, in apply order: five, six when its
-    clusters' pods read Secrets of the app."""
+    clusters' pods read Secrets of the app, and a ClusterRole and its binding when they
+    preflight."""
     subject: dict[str, Any] = {"kind": "ServiceAccount", "name": NAME}
     if plan.namespace:  # else the RoleBinding's own (the release namespace)
         subject["namespace"] = plan.namespace
@@ -236,7 +276,7 @@ def hook_resources(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
                       # only its own Job, only to write a failure's reason on it
                       {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [_job_name(plan, settings)],
                        "verbs": ["patch"]},
-                      *_config_rules(plan), *_jobs_rules(plan)],
+                      *_config_rules(plan), *_jobs_rules(plan), *_preflight_rules(plan, preflight.NAMESPACED)],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -245,6 +285,7 @@ def hook_resources(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
             "subjects": [subject],
         },
+        *_cluster_reads(plan, settings),
         _plan_configmap(plan, settings),
         *([_secrets_secret(plan, settings)] if plan.secrets else []),
         _job(plan, settings),

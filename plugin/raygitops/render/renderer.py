@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from raygitops.model import configrefs, crdschema, jobs, native, objectfields, operators, podrules, strategy, validation
+from raygitops.model import configrefs, crdschema, jobs, native, objectfields, operators, podrules, preflight, strategy, validation
 from raygitops.errors import RaygitopsError, printable
 from raygitops.model.hashing import GroupHashes, HashRules, SpecParts, hash_spec, split_spec, stamp_group
 from raygitops.model.names import HASHES_ANNOTATION
@@ -259,6 +259,8 @@ def _render_cluster(doc: Document, namespace: str | None, settings: Settings, ru
         jobs_policy=strategy.jobs_policy(obj, chosen, jobs.Policy(settings.running_jobs,
                                                                    settings.running_jobs_wait_seconds)),
         dashboard=None if dashboard == jobs.Dashboard(f"{name}-head-svc") else dashboard,
+        preflight_policy=strategy.preflight_policy(obj, chosen, preflight.Policy(
+            settings.preflight, settings.preflight_unknown, cluster_reads=namespace is not None)),
     )
     if cluster.asks is not None and dashboard.port is None and settings.validate_schema:
         raise RaygitopsError(f"RayCluster {name}: {jobs.no_dashboard(dashboard).detail}: the hook cannot ask its "
@@ -470,6 +472,11 @@ class Render:
                 "--helm: some RayClusters name a namespace and some leave it to Helm "
                 f"({', '.join(c.name for ns, c in self._plans if ns is None)}): "
                 "their hook objects could collide in the release namespace; give --namespace")
+        if None in namespaces and any(c.preflights for _, c in self._plans):
+            self.result.warnings.append(
+                "--helm without a namespace: the hook gets no ClusterRole (a ClusterRoleBinding must name the "
+                "namespace of its ServiceAccount), so its preflight does not check nodes, PriorityClasses nor "
+                "RuntimeClasses; give --namespace for the full preflight (docs/presync.md#preflight)")
         for ns in namespaces:
             clusters = [c for cluster_ns, c in self._plans if cluster_ns == ns]
             plan = Plan(

@@ -16,6 +16,7 @@ import yaml
 
 from raygitops import __version__
 from raygitops.model import convert, jobs, operators
+from raygitops.model.preflight import FAIL as PREFLIGHT_FAIL, parse_unknown
 from raygitops.errors import RaygitopsError, closest
 from raygitops.model.hashing import DEFAULT_IGNORED_KEYS
 from raygitops.model.plan import HookSettings
@@ -63,6 +64,10 @@ class Settings:
     # (raygitops.model.jobs; carried per cluster in the plan)
     running_jobs: str = jobs.WAIT
     running_jobs_wait_seconds: int | None = None
+    # whether a cycle first checks that the new pods can come up, and what a check the hook
+    # cannot make does (raygitops.model.preflight; carried per cluster in the plan)
+    preflight: bool = True
+    preflight_unknown: str = PREFLIGHT_FAIL
     # Flux applies hooks as plain objects: a Job is immutable, so its name carries the plan hash.
     hook_name_suffix: bool = False
     # Helm's post-renderer: the hook objects are Helm hooks, and objects that name no namespace
@@ -95,6 +100,8 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "wait_ready": convert.boolean,
     "running_jobs": jobs.parse_policy,
     "running_jobs_wait_seconds": jobs.parse_wait_seconds,
+    "preflight": convert.boolean,
+    "preflight_unknown": parse_unknown,
     "hook_name_suffix": convert.boolean,
     "helm": convert.boolean,
     "validate_schema": convert.boolean,
@@ -109,7 +116,8 @@ _PREVIEW_KEYS = {"mask": "mask_names", "unmask": "unmask_names"}
 _HASH_KEYS = {"ignore": "hash_ignore"}
 _HOOK_KEYS = {"image": "hook_image", "drainGraceSeconds": "drain_grace_seconds", "timeoutSeconds": "timeout_seconds",
               "maxParallel": "max_parallel", "waitReady": "wait_ready", "jobNameWithPlanHash": "hook_name_suffix",
-              "runningJobs": "running_jobs", "runningJobsWaitSeconds": "running_jobs_wait_seconds"}
+              "runningJobs": "running_jobs", "runningJobsWaitSeconds": "running_jobs_wait_seconds",
+              "preflight": "preflight", "preflightUnknown": "preflight_unknown"}
 # nested sections of the config file: `hook:`, `preview:` and `hash:`
 _SECTIONS = {"hook": _HOOK_KEYS, "preview": _PREVIEW_KEYS, "hash": _HASH_KEYS}
 # Argo CD parameter name -> Settings field; `values-files` and `values` handled apart.
@@ -117,13 +125,15 @@ PARAMETERS = {"namespace": "namespace", "keep-upgrade-strategy": "keep_upgrade_s
               "kuberay-version": "kuberay_version", "hook-image": "hook_image",
               "drain-grace-seconds": "drain_grace_seconds", "timeout-seconds": "timeout_seconds",
               "max-parallel": "max_parallel", "wait-ready": "wait_ready", "running-jobs": "running_jobs",
-              "running-jobs-wait-seconds": "running_jobs_wait_seconds"}
+              "running-jobs-wait-seconds": "running_jobs_wait_seconds", "preflight": "preflight",
+              "preflight-unknown": "preflight_unknown"}
 # Settings field -> the `raygitops render` flag that sets it (named in errors).
 FLAGS = {"namespace": "--namespace", "hook_image": "--hook-image", "drain_grace_seconds": "--drain-grace",
          "timeout_seconds": "--timeout", "max_parallel": "--max-parallel", "wait_ready": "--wait-ready",
          "keep_upgrade_strategy": "--keep-upgrade-strategy", "kuberay_version": "--kuberay-version",
          "hook_name_suffix": "--flux", "helm": "--helm", "running_jobs": "--running-jobs",
-         "running_jobs_wait_seconds": "--running-jobs-wait-seconds"}
+         "running_jobs_wait_seconds": "--running-jobs-wait-seconds", "preflight": "--preflight",
+         "preflight_unknown": "--preflight-unknown"}
 
 
 def _set(settings: Settings, attr: str, value: Any, where: Callable[[str], RaygitopsError]) -> None:

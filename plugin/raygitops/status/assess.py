@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from raygitops.model import jobs
+from raygitops.model import jobs, preflight
 from raygitops.model import lock as locks
 from raygitops.model import names, objmeta, pods, verdict
 from raygitops.render.renderer import RenderedCluster
@@ -54,6 +54,10 @@ class ClusterStatus:
     warnings: list[str] = field(default_factory=list)
     replace: dict[str, Any] | None = None  # ReplaceGroups: per group, what the next sync replaces
     running_jobs: dict[str, Any] | None = None  # drifted: what its Ray head said of running jobs (model/jobs.py)
+    # drifted: the live preflight of the next sync's cycle (model/preflight.py): what it checked,
+    # what failed, and whether the sync would go on
+    preflight: dict[str, Any] | None = None
+    replaced_groups: tuple[str, ...] | None = None  # the worker groups the next sync replaces (not in the JSON)
 
     @property
     def key(self) -> str:
@@ -67,6 +71,7 @@ class ClusterStatus:
             "operatorVersion": self.operator_version, "warnings": list(self.warnings),
             **({"replace": self.replace} if self.replace is not None else {}),
             **({"runningJobs": self.running_jobs} if self.running_jobs is not None else {}),
+            **({"preflight": self.preflight} if self.preflight is not None else {}),
         }
 
 
@@ -112,10 +117,20 @@ def asks_head(status: ClusterStatus, cluster: RenderedCluster) -> bool:
     return status.state == DRIFTED and cluster.plan.asks is not None
 
 
+def preflight_needs(status: ClusterStatus, cluster: RenderedCluster) -> preflight.Needs | None:
+    """What the next sync's cycle on this cluster preflights (status looks for it too), or
+    None when it runs none."""
+    if status.state != DRIFTED or not cluster.plan.preflights:
+        return None
+    return cluster.plan.preflight_needs(status.replaced_groups)
+
+
 def assess(cluster: RenderedCluster, live: dict[str, Any] | None, pod_list: list[dict[str, Any]],
-           crd_knows: bool | None, head: jobs.HeadJobs | None = None, now: float = 0.0) -> ClusterStatus:
-    """The status of one rendered RayCluster against its live object and pods, and (``head``)
-    what its Ray head said of running jobs at ``now`` (seconds since the epoch)."""
+           crd_knows: bool | None, head: jobs.HeadJobs | None = None, now: float = 0.0,
+           found: preflight.Live | None = None) -> ClusterStatus:
+    """The status of one rendered RayCluster against its live object and pods, (``head``)
+    what its Ray head said of running jobs at ``now`` (seconds since the epoch), and
+    (``found``) what its preflight found live."""
     plan = cluster.plan
     status = ClusterStatus(cluster.namespace, cluster.name, IN_SYNC, "", plan.strategy, plan.native)
     if live is None:
@@ -130,10 +145,20 @@ def assess(cluster: RenderedCluster, live: dict[str, Any] | None, pod_list: list
     status.warnings = verdict.native_warnings(plan, v, live, pod_list, crd_knows)
     if v.action == verdict.REPLACE and not v.locked:
         status.replace = verdict.replacement(plan, v.drift)
+        status.replaced_groups = v.replaced_groups()
     status.state, status.detail = _state(cluster, v, seen, status.replace)
     if head is not None and asks_head(status, cluster):
         status.running_jobs = {"policy": cluster.plan.jobs_policy.action, **head.to_json(now)}
         status.detail += "; " + jobs.outlook(cluster.plan.jobs_policy, head, now)
+    needs = preflight_needs(status, cluster)
+    if needs is not None and found is not None:
+        failures = preflight.check(needs, found)
+        stopping = preflight.blocking(failures, cluster.plan.preflight_policy)
+        status.preflight = {"checks": needs.describe(), "failures": [f.line() for f in failures],
+                            "unknown": [f.unknown for f in failures], "wouldFail": bool(stopping)}
+        status.detail += ("; preflight now: " + (f"the sync would fail, not touching it: {preflight.summary(stopping)}"
+                                                 if stopping else "passes" + (f" ({preflight.summary(failures)}: "
+                                                                              "policy proceed)" if failures else "")))
     return status
 
 

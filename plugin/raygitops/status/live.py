@@ -13,9 +13,10 @@ import time
 from raygitops.model import objmeta
 from raygitops.model import pods
 from raygitops.kube.client import ApiError, Kube
+from raygitops.kube.preflightlive import gather
 from raygitops.kube.rayhead import ask_jobs
 from raygitops.render.renderer import RenderResult
-from raygitops.status.assess import ClusterStatus, asks_head, assess, crd_knows_upgrade_strategy
+from raygitops.status.assess import ClusterStatus, asks_head, assess, crd_knows_upgrade_strategy, preflight_needs
 from raygitops.model import names
 
 
@@ -43,9 +44,13 @@ def statuses(kube: Kube, result: RenderResult) -> list[ClusterStatus]:
         clusters, pods_by = live[ns]
         live_cluster, cluster_pods = clusters.get(cluster.name), pods_by.get(cluster.name, [])
         status = assess(cluster, live_cluster, cluster_pods, crd_knows)
-        if asks_head(status, cluster):  # the next sync's hook asks its head first: so does status
-            head = ask_jobs(kube, ns, cluster.plan.head_dashboard(), live_cluster, cluster_pods)
-            status = assess(cluster, live_cluster, cluster_pods, crd_knows, head, time.time())
+        # the next sync's hook asks its head first, and preflights: so does status
+        head = ask_jobs(kube, ns, cluster.plan.head_dashboard(), live_cluster, cluster_pods) \
+            if asks_head(status, cluster) else None
+        needs = preflight_needs(status, cluster)
+        found = gather(kube, ns, needs, lambda: cluster_pods) if needs is not None else None
+        if head is not None or found is not None:
+            status = assess(cluster, live_cluster, cluster_pods, crd_knows, head, time.time(), found)
         if problem and cluster.plan.native:
             status.warnings.insert(0, problem)
         out.append(status)
