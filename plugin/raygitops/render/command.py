@@ -52,6 +52,9 @@ if TYPE_CHECKING:
                    "or proceed.")
 @click.option("--running-jobs-wait-seconds", default=None, metavar="SECONDS",
               help="Hook: the longest wait for running Ray jobs (default: as long as its timeout allows).")
+@click.option("--app-name", default=None, metavar="NAME",
+              help="The app the hook objects are for, named after it so apps sharing a namespace never collide "
+                   "(default: $ARGOCD_APP_NAME; give the Helm release or the Flux Kustomization).")
 @click.option("--flux", "hook_name_suffix", is_flag=True, default=None,
               help="Name the hook Job after the plan hash (Flux and Helm 3 apply Jobs as plain objects).")
 @click.option("--helm", is_flag=True, default=None,
