@@ -179,6 +179,9 @@ class FakeKube:
         # (Ray's JobDetails dicts; None: the proxy answers 503, as for a head without one)
         self.ray_jobs: list[dict[str, Any]] | None = []
         self.proxied: list[tuple[str, str, str]] = []  # (namespace, service:port, path) asked
+        # other namespaced objects (the fixed-name hook objects), by (group, resource, namespace, name)
+        self.objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self.deleted_objects: list[tuple[str, str, str, str]] = []
 
     # ---------------------------------------------------------------- helpers for tests
 
@@ -401,6 +404,23 @@ class FakeKube:
                 ann = dict(((g.get("template") or {}).get("metadata") or {}).get("annotations") or {})
                 for _ in range(count - have):
                     self.add_pod(namespace, name, node_type, group, ann)
+
+    def get_object(self, group: str, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self._count("get")
+        with self.lock:
+            obj = self.objects.get((group, resource, namespace, name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def delete_object(self, group: str, resource: str, namespace: str, name: str, uid: str | None = None) -> bool:
+        self._count("delete")
+        key = (group, resource, namespace, name)
+        with self.lock:
+            obj = self.objects.get(key)
+            if obj is None or (uid and obj["metadata"].get("uid") != uid):
+                return False
+            del self.objects[key]
+            self.deleted_objects.append(key)
+            return True
 
     def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         self._count("create")
