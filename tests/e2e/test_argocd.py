@@ -29,6 +29,7 @@ import rayhead
 from argocd import IN_CLUSTER, ArgoCD, GitRepo, status
 from jobrunner import JobRunner
 from stalestatus import StaleReady
+from raygitops.model.hooknames import hook_names
 from test_presync_hook import HASH, LOCK, desired_hashes, raycluster
 
 pytestmark = pytest.mark.e2e
@@ -317,7 +318,7 @@ def test_a_secret_change_reaches_new_pods_through_argocd(deployed: Deployed):
     assert status(app)[2] == "Succeeded", operation(app)
     deployed.healthy(timeout=180)
     results = {(r["kind"], r["name"]): r for r in app["status"]["operationState"]["syncResult"]["resources"]}
-    hook_secret = results[("Secret", "raygitops-plan-secrets")]
+    hook_secret = results[("Secret", hook_names(deployed.name).plan_secrets)]
     assert (hook_secret["syncPhase"], hook_secret.get("hookType")) == ("PreSync", "PreSync"), hook_secret
     live = deployed.plane.get("secret", "creds", deployed.namespace)
     assert base64.b64decode(live["data"]["PASSWORD"]).decode() == value
@@ -462,7 +463,7 @@ def test_plugin_parameters_reach_the_render(argocd: ArgoCD, runner: JobRunner, n
     assert live is not None, f"values-prod.yaml's cluster {prod} was not created"
     assert live["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == "rayproject/ray:2.42.0"
     assert live["metadata"]["annotations"]["example.com/git-revision"] == revision  # Argo CD's build env
-    job = deployed.plane.get("job", "raygitops-presync", namespace)
+    job = deployed.plane.get("job", hook_names(deployed.name).presync, namespace)
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--drain-grace") + 1] == "7", args
 
@@ -526,7 +527,7 @@ def test_a_chart_and_an_overlay_sync_through_the_plugin_and_recreate_on_an_image
             assert status(result)[2] == "Succeeded", operation(result)
             app.healthy()
             assert app.hook_report()["summary"]["skipped"] == 1, app.hook_report()  # the cluster was absent
-            job = plane.get("job", "raygitops-presync", app.namespace)
+            job = plane.get("job", hook_names(app.name).presync, app.namespace)
             assert job["spec"]["template"]["spec"]["containers"][0]["image"] == argocd.image
         first = time.monotonic() - t0
         # helm template: release = the Application's name, namespace = its destination
