@@ -225,11 +225,18 @@ def test_the_upgrade_removes_the_apps_own_fixed_name_objects_and_no_pod(tracking
     assert kube.deleted_objects == [(g, r, NS, n) for g, r, n in LEGACY_OBJECTS]  # the Secret first, the ConfigMap last
     assert {p["metadata"]["uid"] for p in kube.pods.values()} == pods and kube.deleted_pods == []
     assert "removed the fixed-name hook objects of app team-a" in log
+    # each object is deleted on its own tracking only: one another app's stays
+    _fixed_objects(kube, "team-a", tracking)
+    kube.objects[("", "serviceaccounts", NS, LEGACY.presync)]["metadata"] = {
+        "name": LEGACY.presync, "uid": "x", "labels": {"app.kubernetes.io/instance": "team-b"}}
+    assert len(legacy.remove(kube, Plan(NS, [], app="team-a"), Log("json", io.StringIO()))) == 5
+    assert list(kube.objects) == [("", "serviceaccounts", NS, LEGACY.presync)]
+    del kube.objects[("", "serviceaccounts", NS, LEGACY.presync)]
     # a second run finds nothing left to remove
     assert legacy.remove(kube, Plan(NS, [], app="team-a"), Log("json", io.StringIO())) == []
 
 
-def test_the_upgrade_keeps_another_apps_fixed_name_objects_and_never_reads_the_secret() -> None:
+def test_the_upgrade_keeps_another_apps_fixed_name_objects_reading_one() -> None:
     kube = FakeKube()
     _fixed_objects(kube, "team-b")
     read: list[tuple] = []
@@ -237,7 +244,7 @@ def test_the_upgrade_keeps_another_apps_fixed_name_objects_and_never_reads_the_s
     kube.get_object = lambda *key: read.append(key) or get(*key)  # type: ignore[method-assign]
     assert legacy.remove(kube, Plan(NS, [], app="team-a"), Log("json", io.StringIO())) == []
     assert len(kube.objects) == len(LEGACY_OBJECTS) and kube.deleted_objects == []
-    assert ("", "secrets", NS, LEGACY.plan_secrets) not in read and len(read) == len(LEGACY_OBJECTS) - 1
+    assert read == [("", "configmaps", NS, LEGACY.plan)]  # the same render's ConfigMap says whose they all are
     # a hook without an app (fixed names) removes nothing either, and a dry run only says
     assert legacy.remove(kube, Plan(NS, [], app=None), Log("json", io.StringIO())) == []
     _fixed_objects(kube, "team-a")

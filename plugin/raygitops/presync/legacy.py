@@ -8,7 +8,8 @@ only an object of the same name: without this they would stay, orphaned, forever
 is this app's when Argo CD's tracking says so (label ``app.kubernetes.io/instance`` or
 annotation ``argocd.argoproj.io/tracking-id``): another app of the namespace still on the
 fixed names keeps its own.  The old Secret is deleted, never read (it may carry the content
-of another app's Secrets), when the old ConfigMap the same render made is this app's.
+of another app's Secrets), when the old ConfigMap the same render made is this app's.  That ConfigMap is read first and
+deleted last: without it (the upgrade done, or never needed) the step costs one GET.
 Deleting them deletes no RayCluster pod: the old Job's own pod goes with it.  Best effort:
 a failure is a warning, the next sync tries again.
 """
@@ -44,6 +45,8 @@ def remove(kube: Any, plan: Plan, log: Log, dry_run: bool = False) -> list[str]:
     ns, removed = plan.namespace, []
     try:
         evidence = kube.get_object(*EVIDENCE, ns, LEGACY.plan)
+        if evidence is None or not tracked_by(evidence, plan.app):
+            return []  # removed already (the ConfigMap goes last), never there, or another app's
         for group, resource, name in LEGACY_OBJECTS:
             if (group, resource) == SECRET:
                 obj, ours = None, evidence is not None and tracked_by(evidence, plan.app)

@@ -1,7 +1,9 @@
 """One hook run: decide for every cluster of the plan(s), run the cycles, summarise.
 
 API cost of a run with nothing to do: two LIST requests per namespace (RayClusters, and
-pods with label ``ray.io/cluster``), whatever the number of clusters.
+pods with label ``ray.io/cluster``), whatever the number of clusters; a plan that names its
+app adds one GET (the fixed-name ConfigMap of the upgrade, :mod:`raygitops.presync.legacy`)
+and, the first time, a PATCH per cluster (its claim, :mod:`raygitops.presync.claims`).
 
 Each cluster is decided and cycled in isolation: a cluster that cannot be evaluated (a live
 spec that cannot be hashed, an API error in its namespace) is reported ``failed`` and every
