@@ -26,7 +26,9 @@ local (``file://``): :class:`GitRepo` writes and commits the app a test syncs.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -208,6 +210,7 @@ class ArgoCD:
                 "ARGOCD_PLUGINSOCKFILEPATH": str(sockets), "ARGOCD_GPG_ENABLED": "false",
                 "GIT_CONFIG_NOSYSTEM": "1", "LANG": "C.UTF-8"}
         path = os.environ.get("PATH", "")
+        self.base_env = dict(base, PATH=path)
 
         self.redis_port = free_port()
         redis = self._run("redis", ["redis-server", "--port", str(self.redis_port), "--bind", "127.0.0.1",
@@ -233,6 +236,13 @@ class ArgoCD:
             "--persist-resource-health",  # each resource's health (and message) in the Application's status
             "--loglevel=info",
         ], dict(base, PATH=path))
+
+    def sidecar_usage(self) -> tuple[int, float]:
+        """The sidecar container's memory in bytes now and the CPU seconds it used so far (podman stats)."""
+        out = imagerun.podman("stats", "--no-stream", "--no-reset", "--format", "json", self.sidecar_name,
+                              timeout=30).stdout
+        (stats,) = json.loads(out)
+        return _bytes(stats["mem_usage"].split("/")[0]), _seconds(stats["cpu_time"])
 
     def check_alive(self) -> None:
         for component in self.components.values():
@@ -266,6 +276,23 @@ class ArgoCD:
             app = self.application(name)
             return app if app and predicate(app) else None
         return wait_for(check, timeout=timeout, interval=1, message=message or f"Application {name}")
+
+
+def _bytes(text: str) -> int:
+    """podman's ``45.2MB`` (``kB``, ``MB``, ``GB``: powers of 1000; ``B``)."""
+    text = text.strip()
+    number = text.rstrip("kKMGTiB")
+    unit = text[len(number):].replace("i", "").upper()
+    return int(float(number) * {"B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}[unit])
+
+
+_DURATION = re.compile(r"([0-9.]+)(h|m|s|ms|us|µs|ns)")
+
+
+def _seconds(text: str) -> float:
+    """A Go duration (``1m2.5s``, ``50.6ms``) in seconds."""
+    unit = {"h": 3600, "m": 60, "s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+    return sum(float(n) * unit[u] for n, u in _DURATION.findall(text))
 
 
 def _listening(port: int, component: Component) -> bool:

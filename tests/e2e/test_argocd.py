@@ -29,6 +29,7 @@ import rayhead
 from argocd import IN_CLUSTER, ArgoCD, GitRepo, status
 from jobrunner import JobRunner
 from stalestatus import StaleReady
+from raygitops.model.hooknames import hook_names
 from test_presync_hook import HASH, LOCK, desired_hashes, raycluster
 
 pytestmark = pytest.mark.e2e
@@ -317,7 +318,7 @@ def test_a_secret_change_reaches_new_pods_through_argocd(deployed: Deployed):
     assert status(app)[2] == "Succeeded", operation(app)
     deployed.healthy(timeout=180)
     results = {(r["kind"], r["name"]): r for r in app["status"]["operationState"]["syncResult"]["resources"]}
-    hook_secret = results[("Secret", "raygitops-plan-secrets")]
+    hook_secret = results[("Secret", hook_names(deployed.name).plan_secrets)]
     assert (hook_secret["syncPhase"], hook_secret.get("hookType")) == ("PreSync", "PreSync"), hook_secret
     live = deployed.plane.get("secret", "creds", deployed.namespace)
     assert base64.b64decode(live["data"]["PASSWORD"]).decode() == value
@@ -462,7 +463,7 @@ def test_plugin_parameters_reach_the_render(argocd: ArgoCD, runner: JobRunner, n
     assert live is not None, f"values-prod.yaml's cluster {prod} was not created"
     assert live["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == "rayproject/ray:2.42.0"
     assert live["metadata"]["annotations"]["example.com/git-revision"] == revision  # Argo CD's build env
-    job = deployed.plane.get("job", "raygitops-presync", namespace)
+    job = deployed.plane.get("job", hook_names(deployed.name).presync, namespace)
     args = job["spec"]["template"]["spec"]["containers"][0]["args"]
     assert args[args.index("--drain-grace") + 1] == "7", args
 
@@ -526,7 +527,7 @@ def test_a_chart_and_an_overlay_sync_through_the_plugin_and_recreate_on_an_image
             assert status(result)[2] == "Succeeded", operation(result)
             app.healthy()
             assert app.hook_report()["summary"]["skipped"] == 1, app.hook_report()  # the cluster was absent
-            job = plane.get("job", "raygitops-presync", app.namespace)
+            job = plane.get("job", hook_names(app.name).presync, app.namespace)
             assert job["spec"]["template"]["spec"]["containers"][0]["image"] == argocd.image
         first = time.monotonic() - t0
         # helm template: release = the Application's name, namespace = its destination
@@ -679,3 +680,200 @@ def test_running_ray_jobs_through_argocd(deployed: Deployed, ray_head: rayhead.R
     suspend = next(line for line in rayhead.hook_lines(deployed.hook_log()) if line["step"] == "suspend")
     assert rayhead.epoch(suspend["ts"]) >= ended - 1  # nothing went before the job ended (1 s: clock resolution)
     print(f"\nArgo CD, running Ray jobs (s): {seconds}, Ray head started in {head.start_seconds} s")
+
+
+# ----------------------------------------------------------------------------- many Applications (issue 49)
+# An ApplicationSet (list generator) makes six Applications of the raygitops plugin, two of
+# them in one namespace, each with an opted-in RayCluster (the e2e's Argo CD binary carries no
+# applicationset-controller, tests/e2e/argocd/main.go: :func:`list_generator` expands the
+# ApplicationSet the way the controller's list generator does, and the Applications it makes
+# are applied; everything after that is the real Argo CD); one commit changes the image in
+# all of them and all six sync at once. Asserted on Argo CD's own status and on the cluster:
+# every app Synced + Healthy; every cluster recreated exactly once (one RecreateStarted, no
+# old pod left); each app's sync result lists only its own hook objects, named for it; one
+# app of the shared namespace syncing again makes its own hook objects anew and leaves the
+# other's as they were. Measured: the time to all Healthy against one app alone, and the
+# repo-server sidecar's peak memory and CPU while the six render.
+
+APPS = 6
+APPSET_IMAGES = ("rayproject/ray:2.41.0", "rayproject/ray:2.42.0", "rayproject/ray:2.43.0")
+HOOK_KINDS = {"ServiceAccount": "serviceaccount", "Role": "role.rbac.authorization.k8s.io",
+              "RoleBinding": "rolebinding.rbac.authorization.k8s.io", "ConfigMap": "configmap", "Job": "job.batch"}
+
+
+class Team:
+    """One element of the list generator: app ``<prefix>-<i>``, its path and namespace, its cluster."""
+
+    def __init__(self, prefix: str, i: int, namespace: str):
+        self.name, self.path, self.namespace, self.cluster = f"{prefix}-{i}", f"apps/t{i}", namespace, f"rc-{i}"
+
+    def files(self, image: str) -> dict[str, str]:
+        cluster = raycluster(self.cluster, image=image, replicas=1)
+        for key in ("labels", "annotations"):
+            if not cluster["metadata"].get(key):
+                cluster["metadata"].pop(key, None)
+        return {f"{self.path}/raygitops.yaml": yaml.safe_dump({"hook": HOOK}),
+                f"{self.path}/raycluster.yaml": yaml.safe_dump(cluster)}
+
+
+class SidecarSampler:
+    """The sidecar container's memory and CPU (in CPUs: CPU seconds per second between two
+    samples), sampled every half second while the renders run."""
+
+    def __init__(self, argocd: ArgoCD):
+        self.argocd, self.samples = argocd, []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        last: tuple[float, float] | None = None
+        while not self._stop.wait(0.5):
+            try:
+                memory, cpu_seconds = self.argocd.sidecar_usage()
+            except Exception:  # noqa: BLE001 - a sample lost is not a failure
+                continue
+            now = time.monotonic()
+            cpus = (cpu_seconds - last[1]) / (now - last[0]) if last else 0.0
+            last = (now, cpu_seconds)
+            self.samples.append((memory, cpus))
+
+    def __enter__(self) -> "SidecarSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def appset(name: str, repo: GitRepo, teams: list[Team]) -> dict[str, Any]:
+    """The ApplicationSet: the shipped Application as its template, one element per team."""
+    template = application("{{.name}}", repo, "{{.namespace}}", path="{{.path}}")
+    template["metadata"] = {"name": "{{.name}}"}
+    return {"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+            "metadata": {"name": name, "namespace": ArgoCD.NAMESPACE},
+            "spec": {"goTemplate": True, "goTemplateOptions": ["missingkey=error"],
+                     "generators": [{"list": {"elements": [
+                         {"name": t.name, "path": t.path, "namespace": t.namespace} for t in teams]}}],
+                     "template": template}}
+
+
+def list_generator(appset: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Applications an ApplicationSet of one list generator with ``goTemplate`` makes: its
+    template with every ``{{.key}}`` replaced by each element's value."""
+    (generator,) = appset["spec"]["generators"]
+    text = json.dumps(appset["spec"]["template"])
+    apps = []
+    for element in generator["list"]["elements"]:
+        made = text
+        for key, value in element.items():
+            made = made.replace("{{." + key + "}}", value)
+        assert "{{" not in made, made  # missingkey=error
+        app = json.loads(made)
+        apps.append({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", **app})
+    return apps
+
+
+def wait_all(argocd: ArgoCD, teams: list[Team], predicate, message: str, timeout: float = 600) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for t in teams:
+        out[t.name] = argocd.wait(t.name, predicate, timeout=timeout, message=f"{t.name}: {message}")
+    return out
+
+
+def sync_all(argocd: ArgoCD, teams: list[Team], revision: str) -> float:
+    """Refresh every app until it sees ``revision``, ask each for a sync at once, wait until
+    every one Synced + Healthy after its operation; the seconds from the requests to then."""
+    for t in teams:
+        argocd.wait(t.name, lambda a, t=t: a.get("status", {}).get("sync", {}).get("revision") == revision
+                    or argocd.refresh(t.name), timeout=120, message=f"{t.name} sees {revision}")
+    before = {t.name: (argocd.application(t.name) or {}).get("status", {}).get("operationState", {})
+              .get("startedAt", "") for t in teams}
+    start = time.monotonic()
+    for t in teams:
+        argocd.sync(t.name, revision)
+    for t in teams:
+        app = argocd.wait(t.name, lambda a, t=t: (a.get("status", {}).get("operationState", {}).get("startedAt", "")
+                                                  > before[t.name] and status(a)[2] in ("Succeeded", "Failed", "Error")),
+                          timeout=600, message=f"{t.name}: the sync ended")
+        assert status(app)[2] == "Succeeded", operation(app)
+    wait_all(argocd, teams, lambda a: status(a)[:2] == ("Synced", "Healthy"), "Synced + Healthy")
+    return time.monotonic() - start
+
+
+def test_an_applicationset_of_six_apps_two_in_one_namespace_syncs_an_image_change_at_once(
+        argocd: ArgoCD, runner: JobRunner, tmp_path: Path):
+    plane = argocd.plane
+    prefix = controlplane.unique_name("team")
+    shared = plane.create_namespace(controlplane.unique_name("e2e-shared"))
+    own = [plane.create_namespace(controlplane.unique_name("e2e")) for _ in range(APPS - 2)]
+    teams = [Team(prefix, i, ns) for i, ns in enumerate([shared, shared, *own])]
+    repo = GitRepo(tmp_path / "repo")
+    first = repo.commit({k: v for t in teams for k, v in t.files(APPSET_IMAGES[0]).items()}, "six apps")
+    for app in list_generator(appset(prefix, repo, teams)):
+        argocd.apply_application(app)
+    sync_all(argocd, teams, first)
+
+    def pods(t: Team) -> list[dict[str, Any]]:
+        return plane.kubectl_json("get", "pods", "-n", t.namespace, "-l", f"ray.io/cluster={t.cluster}")["items"]
+
+    def started(t: Team) -> int:
+        items = plane.kubectl_json("get", "events", "-n", t.namespace)["items"]
+        return sum(1 for e in items if e["reason"] == "RecreateStarted" and e["involvedObject"]["name"] == t.cluster)
+
+    # one app alone: a new image in the last team only
+    alone_revision = repo.commit(teams[-1].files(APPSET_IMAGES[1]), "one app's image")
+    alone = sync_all(argocd, teams[-1:], alone_revision)
+
+    # one commit: a new image in every app; all six sync at once
+    old_uids = {t.name: {p["metadata"]["uid"] for p in pods(t)} for t in teams}
+    recreates = {t.name: started(t) for t in teams}
+    revision = repo.commit({k: v for t in teams for k, v in t.files(APPSET_IMAGES[2]).items()}, "a new image everywhere")
+    with SidecarSampler(argocd) as sampler:
+        together = sync_all(argocd, teams, revision)
+    for t in teams:
+        live = plane.wait_for(lambda t=t: (lambda ps: ps if len(ps) == 2 and all(
+            c["image"] == APPSET_IMAGES[2] for p in ps for c in p["spec"]["containers"]) else None)(
+            [p for p in pods(t) if not p["metadata"].get("deletionTimestamp")]),
+            timeout=120, message=f"{t.name}: 2 pods of the new image")
+        assert old_uids[t.name].isdisjoint({p["metadata"]["uid"] for p in live}), t.name
+        assert started(t) == recreates[t.name] + 1, (t.name, started(t), recreates[t.name])  # exactly once
+
+    # each app's hook objects are its own, and the other app of the shared namespace left them be
+    apps = {t.name: argocd.application(t.name) for t in teams}
+    for t in teams:
+        names = hook_names(t.name)
+        results = {(r["kind"], r["name"]) for r in apps[t.name]["status"]["operationState"]["syncResult"]["resources"]
+                   if r.get("hookType")}
+        reads = f"{names.presync}-{t.namespace}"  # the preflight's ClusterRole and binding, per app and namespace
+        assert results == {("ServiceAccount", names.presync), ("Role", names.presync), ("RoleBinding", names.presync),
+                           ("ClusterRole", reads), ("ClusterRoleBinding", reads),
+                           ("ConfigMap", names.plan), ("Job", names.presync)}, (t.name, results)
+    sharing = teams[:2]
+
+    def hook_objects(t: Team) -> dict[str, tuple[str, str]]:
+        """The app's live hook objects in the shared namespace: (uid, resourceVersion) by kind."""
+        out = {}
+        for kind, resource in HOOK_KINDS.items():
+            name = hook_names(t.name).plan if kind == "ConfigMap" else hook_names(t.name).presync
+            live = plane.get(resource, name, shared)
+            assert live is not None, (t.name, kind, name)
+            tracking = live["metadata"]["annotations"].get("argocd.argoproj.io/tracking-id", "")
+            assert tracking.startswith(f"{t.name}:"), (kind, name, tracking)
+            out[kind] = (live["metadata"]["uid"], live["metadata"]["resourceVersion"])
+        return out
+
+    for t, other in (sharing, sharing[::-1]):
+        claim = plane.get("raycluster", t.cluster, shared)["metadata"]["annotations"]["raygitops.dev/claimed-by"]
+        assert claim == t.name
+        # one app of the shared namespace syncs again: its hook objects are made anew
+        # (BeforeHookCreation), the other app's stay exactly as they were
+        mine, others = hook_objects(t), hook_objects(other)
+        sync_all(argocd, [t], revision)
+        assert hook_objects(other) == others, other.name
+        assert hook_objects(t)["Job"][0] != mine["Job"][0], t.name
+    memory = max((m for m, _ in sampler.samples), default=0)
+    cpu = max((c for _, c in sampler.samples), default=0.0)
+    print(f"\nissue 49: one app alone {alone:.1f}s to Synced + Healthy; six at once {together:.1f}s; "
+          f"the sidecar's peak {memory / 2**20:.0f} MiB, {cpu:.2f} CPUs ({len(sampler.samples)} samples)")
+    assert sampler.samples, "no sample of the sidecar's usage"

@@ -87,6 +87,7 @@ class App:
         self.running_jobs = KWOK_RUNNING_JOBS
         # without a scheduler, bind pods to a kwok node ourselves
         self.node_name = "kwok-node-0" if plane.has("kwok") and not plane.has("kube-scheduler") else None
+        self.app_name: str | None = None  # render --app-name: the hook objects named after it
 
     def write(self, *clusters: dict[str, Any]) -> None:
         for old in self.dir.glob("*.yaml"):
@@ -105,7 +106,8 @@ class App:
 
     def render(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], Path]:
         self.revision += 1
-        res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(self.dir), "--output", "json"],
+        named = ["--app-name", self.app_name] if self.app_name else []
+        res = subprocess.run([sys.executable, "-m", "raygitops", "render", str(self.dir), "--output", "json", *named],
                              capture_output=True, text=True, check=True)
         doc = json.loads(res.stdout)
         objs = doc["items"] if isinstance(doc, dict) else doc
@@ -476,9 +478,9 @@ def test_two_hooks_at_once_make_one_cycle(csa_app: App):
     assert len(app.events("RecreateStarted")) == 1 and len(app.events("Resumed")) == 1
 
 
-def _token_kubeconfig(app: App, path: Path, namespace: str) -> str:
+def _token_kubeconfig(app: App, path: Path, namespace: str, service_account: str = "raygitops-presync") -> str:
     admin = yaml.safe_load(Path(app.plane.kubeconfig).read_text())
-    token = app.plane.create_token("raygitops-presync", namespace)
+    token = app.plane.create_token(service_account, namespace)
     config = {
         "apiVersion": "v1", "kind": "Config", "current-context": "hook",
         "clusters": admin["clusters"],

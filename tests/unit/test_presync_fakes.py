@@ -194,6 +194,9 @@ class FakeKube:
         self.nodes: list[dict[str, Any]] = [node("node-1")]
         self.forbidden: set[str] = set()
         self.pod_node: str | None = None
+        # other namespaced objects (the fixed-name hook objects), by (group, resource, namespace, name)
+        self.hook_objects: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        self.deleted_objects: list[tuple[str, str, str, str]] = []
 
     # ---------------------------------------------------------------- helpers for tests
 
@@ -464,6 +467,22 @@ class FakeKube:
         self._count("get")
         self._refuse("node")
         return next((copy.deepcopy(n) for n in self.nodes if n["metadata"]["name"] == name), None)
+    def get_object(self, group: str, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        self._count("get")
+        with self.lock:
+            obj = self.hook_objects.get((group, resource, namespace, name))
+            return copy.deepcopy(obj) if obj is not None else None
+
+    def delete_object(self, group: str, resource: str, namespace: str, name: str, uid: str | None = None) -> bool:
+        self._count("delete")
+        key = (group, resource, namespace, name)
+        with self.lock:
+            obj = self.hook_objects.get(key)
+            if obj is None or (uid and obj["metadata"].get("uid") != uid):
+                return False
+            del self.hook_objects[key]
+            self.deleted_objects.append(key)
+            return True
 
     def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         self._count("create")

@@ -26,6 +26,7 @@ import ship_support  # noqa: E402
 
 from raygitops.errors import RaygitopsError  # noqa: E402
 from raygitops.sources import generators  # noqa: E402
+from raygitops.model.hooknames import hook_names  # noqa: E402
 from test_render import write  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -140,7 +141,7 @@ def test_a_chart_renders_with_argo_cds_release_namespace_and_parameters(tmp_path
     assert cluster["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["image"] == "rayproject/ray:2.42.0"
     assert "raygitops.dev/template-hashes" in meta["annotations"]
     assert objs[("ConfigMap", "ray-team-extras")]["data"] == {"from": "subchart"}  # from charts/, no download
-    job = objs[("Job", "raygitops-presync")]
+    job = objs[("Job", hook_names(ARGOCD["ARGOCD_APP_NAME"]).presync)]  # named for the Application
     assert job["metadata"]["annotations"]["argocd.argoproj.io/hook"] == "PreSync"
     assert job["spec"]["template"]["spec"]["containers"][0]["image"] == "registry.example.com/raygitops:0.1.0"
 

@@ -28,6 +28,7 @@ from raygitops.sources.settings import PARAMETERS, Settings, apply_parameters
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import ship_support  # noqa: E402
+from raygitops.model.hooknames import hook_names  # noqa: E402
 
 pytestmark = pytest.mark.packaging  # a wheel, a virtualenv or a built tool: not in tests/fast.sh
 
@@ -289,7 +290,7 @@ def test_generate_puts_clusters_where_their_hook_looks(sandbox: Path, generate) 
     assert res.returncode == 0, res.stderr
     docs = manifests(res.stdout)
     plans = {d["metadata"]["namespace"]: json.loads(d["data"]["plan.json"])
-             for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "raygitops-plan"}
+             for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == hook_names("ray-demo").plan}
     for rc in (d for d in docs if d["kind"] == "RayCluster"):
         applied_in = rc["metadata"].get("namespace") or "ray-team"  # ARGOCD_APP_NAMESPACE
         assert rc["metadata"]["name"] in [c["name"] for c in plans.get(applied_in, {}).get("clusters", [])], (

@@ -277,6 +277,33 @@ class Kube:
         except NotFound:
             return None
 
+    # ------------------------------------------------------------------ any namespaced object
+
+    @staticmethod
+    def _object(group: str, resource: str, namespace: str, name: str) -> str:
+        """The path of a namespaced object of a v1 API group (core, batch, rbac...)."""
+        base = "/api/v1" if group == "" else f"/apis/{group}/v1"
+        return f"{base}/namespaces/{quote(namespace)}/{resource}/{quote(name)}"
+
+    def get_object(self, group: str, resource: str, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            return self.request("GET", self._object(group, resource, namespace, name), verb="get")
+        except NotFound:
+            return None
+
+    def delete_object(self, group: str, resource: str, namespace: str, name: str, uid: str | None = None) -> bool:
+        """Delete one object (only that UID, when given), its dependents in the background
+        (a Job's pods); False when it is already gone or is another object now."""
+        body: dict[str, Any] = {"apiVersion": "v1", "kind": "DeleteOptions", "propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", self._object(group, resource, namespace, name), body=body,
+                         content_type="application/json", verb="delete")
+            return True
+        except (NotFound, Conflict):
+            return False
+
     # ------------------------------------------------------------------ services
 
     def get_through_service(self, namespace: str, service: str, path: str) -> Any:

@@ -30,12 +30,16 @@ LAST_ANNOTATION = "raygitops.dev/last-recreate"
 # The last recreate's outcome alone, as a plain string: Argo CD's Lua health check has no
 # JSON (nor string) library to read it from LAST_ANNOTATION.
 OUTCOME_ANNOTATION = "raygitops.dev/last-recreate-outcome"
-HOOK_OWNED_ANNOTATIONS = (LOCK_ANNOTATION, LAST_ANNOTATION, OUTCOME_ANNOTATION)
+# The app whose hook claimed the RayCluster (its ARGOCD_APP_NAME or --app-name): another app's
+# hook that finds its own plan listing it fails closed (presync.claims).
+CLAIM_ANNOTATION = "raygitops.dev/claimed-by"
+HOOK_OWNED_ANNOTATIONS = (LOCK_ANNOTATION, LAST_ANNOTATION, OUTCOME_ANNOTATION, CLAIM_ANNOTATION)
 # On the hook's Job when a run fails: its reason, one line (argocd/health/job.lua shows it).
 FAILURE_ANNOTATION = "raygitops.dev/failure"
 
 # --- the hook objects render appends -----------------------------------------------------------
 HOOK_LABEL = ("app.kubernetes.io/managed-by", "raygitops")
+APP_LABEL = "raygitops.dev/app"  # the app's key (model.hooknames.app_key) when the app is known
 
 # --- KubeRay's --------------------------------------------------------------------------------
 CLUSTER_LABEL = "ray.io/cluster"  # on every pod of a RayCluster

@@ -1,7 +1,9 @@
 """One hook run: decide for every cluster of the plan(s), run the cycles, summarise.
 
 API cost of a run with nothing to do: two LIST requests per namespace (RayClusters, and
-pods with label ``ray.io/cluster``), whatever the number of clusters.
+pods with label ``ray.io/cluster``), whatever the number of clusters; a plan that names its
+app adds one GET (the fixed-name ConfigMap of the upgrade, :mod:`raygitops.presync.legacy`)
+and, the first time, a PATCH per cluster (its claim, :mod:`raygitops.presync.claims`).
 
 Each cluster is decided and cycled in isolation: a cluster that cannot be evaluated (a live
 spec that cannot be hashed, an API error in its namespace) is reported ``failed`` and every
@@ -21,7 +23,7 @@ from raygitops.kube.client import ApiError
 from raygitops.model import configrefs, names, objmeta, pods, verdict
 from raygitops.model import lock as locks
 from raygitops.model.plan import ClusterPlan, Plan
-from raygitops.presync import cycle, patches, polling
+from raygitops.presync import claims, cycle, legacy, patches, polling
 from raygitops.presync.budget import Budget
 from raygitops.presync.context import Context, Options, Outcome
 from raygitops.presync.logs import RUN, Log
@@ -130,9 +132,12 @@ class Report:
         }
 
 
-def decide_namespace(kube: Any, plan: Plan, log: Log) -> list[verdict.Verdict]:
-    """Two LIST calls for the whole namespace, then a pure decision per cluster.  Whatever
-    fails here fails the clusters it concerns (the namespace's, or one), never the run."""
+def decide_namespace(kube: Any, plan: Plan, log: Log, dry_run: bool = False) -> list[verdict.Verdict]:
+    """Two LIST calls for the whole namespace, the app's claim on its clusters
+    (:mod:`raygitops.presync.claims`: a PATCH per cluster the first time only; a dry run only
+    looks), then a pure
+    decision per cluster.  Whatever fails here fails the clusters it concerns (the
+    namespace's, or one), never the run."""
     ns = plan.namespace
     try:
         live = {objmeta.meta(c).get("name"): c for c in kube.list_clusters(ns)}
@@ -142,13 +147,21 @@ def decide_namespace(kube: Any, plan: Plan, log: Log) -> list[verdict.Verdict]:
             raise  # the credentials, not this namespace: nothing else can work either
         return [_failed(log, verdict.Verdict(ns, e.name, verdict.FAIL, f"cannot read namespace {ns}: {err}"))
                 for e in plan.clusters]
+    try:
+        claimed = claims.claim(kube, plan, live, write=not dry_run)
+    except ApiError as err:
+        if err.status == 401:
+            raise
+        return [_failed(log, verdict.Verdict(ns, e.name, verdict.FAIL, f"cannot claim the clusters of app {plan.app}: "
+                                             f"{err}")) for e in plan.clusters]
     by_cluster = pods.by_cluster(pod_list)
     crd_knows, probe_problem = _native_probe(kube, ns, [e.name for e in plan.clusters if e.native and e.name in live])
     decisions = []
     for entry in plan.clusters:
         cluster, cluster_pods = live.get(entry.name), by_cluster.get(entry.name, [])
         try:
-            d = verdict.decide(ns, entry, cluster, cluster_pods)
+            d = (verdict.Verdict(ns, entry.name, verdict.FAIL, claimed[entry.name]) if entry.name in claimed
+                 else verdict.decide(ns, entry, cluster, cluster_pods))
         except Exception as err:  # noqa: BLE001 - one unexpected live object fails one cluster
             d = verdict.Verdict(ns, entry.name, verdict.FAIL, f"cannot evaluate: {type(err).__name__}: {err}")
         if d.action == verdict.FAIL:
@@ -258,10 +271,11 @@ def run(kube: Any, plans: list[Plan], opts: RunOptions, log: Log) -> Report:
     by_key = {}
     contents: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}
     for plan in plans:
+        legacy.remove(kube, plan, log, opts.dry_run)
         contents[plan.namespace] = {configrefs.CONFIGMAP: plan.config_maps, configrefs.SECRET: plan.secrets}
         for entry in plan.clusters:
             by_key[f"{plan.namespace}/{entry.name}"] = entry
-        report.decisions.extend(decide_namespace(kube, plan, log))
+        report.decisions.extend(decide_namespace(kube, plan, log, opts.dry_run))
 
     todo = [d for d in report.decisions if d.action in (*verdict.CYCLES, verdict.RELEASE, verdict.VERIFY)]
     if opts.dry_run:

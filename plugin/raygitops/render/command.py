@@ -57,6 +57,9 @@ if TYPE_CHECKING:
               help="Hook: check that the new pods can come up before it takes a cluster down (yes).")
 @click.option("--preflight-unknown", default=None, metavar="POLICY",
               help="Hook: a preflight check it cannot make (RBAC, no node visible): fail (default) or proceed.")
+@click.option("--app-name", default=None, metavar="NAME",
+              help="The app the hook objects are for, named after it so apps sharing a namespace never collide "
+                   "(default: $ARGOCD_APP_NAME; give the Helm release or the Flux Kustomization).")
 @click.option("--flux", "hook_name_suffix", is_flag=True, default=None,
               help="Name the hook Job after the plan hash (Flux and Helm 3 apply Jobs as plain objects).")
 @click.option("--helm", is_flag=True, default=None,

@@ -6,7 +6,9 @@ for the preflight's reads of nodes, PriorityClasses and RuntimeClasses), the pla
 each an Argo CD PreSync hook deleted before it is created again, or for Helm (``--helm``) a
 pre-install/pre-upgrade hook with the same order and policy (Helm 4 reads hooks from the
 post-renderer's output; Helm 3 applies them as plain objects).  Least privilege: the Role
-allows only what the recreate cycle does.
+allows only what the recreate cycle does, on the app's own clusters where RBAC can say so.
+The names are the app's own (:mod:`raygitops.model.hooknames`): apps that share a namespace
+never share a hook object.
 """
 
 from __future__ import annotations
@@ -18,18 +20,16 @@ from typing import Any
 from raygitops.errors import RaygitopsError
 from raygitops.model import preflight
 from raygitops.model.configrefs import CONFIGMAP, RESOURCES, SECRET
+from raygitops.model.hooknames import LEGACY_OBJECTS, HookNames, hook_names
 from raygitops.model.sizes import MAX_DATA_BYTES, largest, total_size
 from raygitops.model.plan import Plan, secrets_json
-from raygitops.model.names import HOOK_LABEL, TRACK_ANNOTATION
+from raygitops.model.names import APP_LABEL, HOOK_LABEL, TRACK_ANNOTATION
 from raygitops.sources.settings import Settings
 
-NAME = "raygitops-presync"
-PLAN_CONFIGMAP = "raygitops-plan"
 PLAN_KEY = "plan.json"
 PLAN_MOUNT = "/plan"
-# The content of the Secrets the clusters' pods read (presync.configlive), when they read any:
-# a Secret of its own, never the plan ConfigMap.
-SECRETS_SECRET = "raygitops-plan-secrets"
+# The content of the Secrets the clusters' pods read (presync.configlive), when they read any
+# is in a Secret of its own (HookNames.plan_secrets), never the plan ConfigMap.
 SECRETS_KEY = "secrets.json"
 SECRETS_MOUNT = "/plan-secrets"
 HOOK_UID = 999
@@ -43,16 +43,37 @@ DEADLINE_MARGIN_SECONDS = 120
 # long before SIGKILL.
 TERMINATION_GRACE_SECONDS = 45
 
+# Every hook: the namespace's RayClusters listed (one LIST decides them all), its pods (their
+# names are the operator's: RBAC cannot name them), Events.
 RULES: list[dict[str, Any]] = [
-    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["get", "list", "watch", "patch"]},
+    {"apiGroups": ["ray.io"], "resources": ["rayclusters"], "verbs": ["list"]},
     {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch", "delete"]},
     {"apiGroups": [""], "resources": ["events"], "verbs": ["create"]},
 ]
+# Read, watched (by metadata.name, which RBAC checks against resourceNames) and written: the
+# app's own RayClusters only.
+CLUSTER_VERBS = ["get", "watch", "patch"]
 LABELS = {
     "app.kubernetes.io/name": "raygitops",
     "app.kubernetes.io/component": "presync-hook",
     HOOK_LABEL[0]: HOOK_LABEL[1],
 }
+
+
+def _cluster_rules(plan: Plan) -> list[dict[str, Any]]:
+    return [{"apiGroups": ["ray.io"], "resources": ["rayclusters"],
+             "resourceNames": sorted({c.name for c in plan.clusters}), "verbs": list(CLUSTER_VERBS)}]
+
+
+def _legacy_rules(names: HookNames) -> list[dict[str, Any]]:
+    """Read and delete the fixed-name hook objects, by name only; the old Secret is deleted,
+    never read (it carries the content of Secrets, maybe of another app of the namespace):
+    it goes with the old ConfigMap, which the same render made."""
+    if names.legacy:
+        return []
+    return [{"apiGroups": [group], "resources": [resource], "resourceNames": [name],
+             "verbs": ["delete"] if resource == RESOURCES[SECRET] else ["get", "delete"]}
+            for group, resource, name in LEGACY_OBJECTS]
 
 
 def _config_rules(plan: Plan) -> list[dict[str, Any]]:
@@ -89,8 +110,8 @@ def _preflight_rules(plan: Plan, kinds: tuple[str, ...]) -> list[dict[str, Any]]
 
 
 def cluster_role_name(plan: Plan) -> str:
-    """One per namespace (as the Role, whose name is the same in every namespace)."""
-    return f"{NAME}-{plan.namespace}"
+    """One per namespace and app (the Role's name, which is the app's, and the namespace)."""
+    return f"{hook_names(plan.app).presync}-{plan.namespace}"
 
 
 def _cluster_reads(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
@@ -109,7 +130,7 @@ def _cluster_reads(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
          "metadata": {**meta, "annotations": _hook_annotations(-2, settings.helm)},
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-         "subjects": [{"kind": "ServiceAccount", "name": NAME, "namespace": plan.namespace}]},
+         "subjects": [{"kind": "ServiceAccount", "name": hook_names(plan.app).presync, "namespace": plan.namespace}]},
     ]
 
 
@@ -127,11 +148,15 @@ def _hook_annotations(wave: int, helm: bool) -> dict[str, str]:
     }
 
 
+def _labels(names: HookNames) -> dict[str, str]:
+    return {**LABELS, APP_LABEL: names.app_key} if names.app_key else dict(LABELS)
+
+
 def _meta(name: str, plan: Plan, wave: int, settings: Settings) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name}
     if plan.namespace:  # else the release namespace, where Helm puts it
         meta["namespace"] = plan.namespace
-    meta["labels"] = dict(LABELS)
+    meta["labels"] = _labels(hook_names(plan.app))
     meta["annotations"] = _hook_annotations(wave, settings.helm)
     return meta
 
@@ -157,7 +182,8 @@ def _too_big(what: str, plan: Plan, key: str, raw: bytes, carried: dict[str, dic
     else:
         cause = f"it lists {len(plan.clusters)} RayClusters with their pod templates: split the app"
     compressed = " compressed" if key.endswith(".gz") else ""
-    holder = PLAN_CONFIGMAP if kind == CONFIGMAP else SECRETS_SECRET
+    names = hook_names(plan.app)
+    holder = names.plan if kind == CONFIGMAP else names.plan_secrets
     return RaygitopsError(f"the hook's {what} for {where} ({kind} {holder}) would hold {len(raw):,} bytes{compressed}, "
                           f"over the {MAX_DATA_BYTES:,} the API server allows: {cause}")
 
@@ -169,7 +195,7 @@ def _plan_configmap(plan: Plan, settings: Settings) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _meta(PLAN_CONFIGMAP, plan, -1, settings),
+        "metadata": _meta(hook_names(plan.app).plan, plan, -1, settings),
         **({"binaryData": {key: base64.b64encode(raw).decode()}} if key.endswith(".gz") else
            {"data": {key: raw.decode()}}),
     }
@@ -182,18 +208,20 @@ def _secrets_secret(plan: Plan, settings: Settings) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": _meta(SECRETS_SECRET, plan, -1, settings),
+        "metadata": _meta(hook_names(plan.app).plan_secrets, plan, -1, settings),
         "type": "Opaque",
         "data": {key: base64.b64encode(raw).decode()},
     }
 
 
 def _job_name(plan: Plan, settings: Settings) -> str:
-    return f"{NAME}-{plan.digest()}" if settings.hook_name_suffix else NAME
+    name = hook_names(plan.app).presync
+    return f"{name}-{plan.digest()}" if settings.hook_name_suffix else name
 
 
 def _job(plan: Plan, settings: Settings) -> dict[str, Any]:
     name = _job_name(plan, settings)
+    names = hook_names(plan.app)
     args = [
         "presync",
         "--plan", f"{PLAN_MOUNT}/{PLAN_KEY}",
@@ -216,9 +244,9 @@ def _job(plan: Plan, settings: Settings) -> dict[str, Any]:
             "backoffLimit": 0,
             "activeDeadlineSeconds": settings.timeout_seconds + DEADLINE_MARGIN_SECONDS,
             "template": {
-                "metadata": {"labels": dict(LABELS)},
+                "metadata": {"labels": _labels(names)},
                 "spec": {
-                    "serviceAccountName": NAME,
+                    "serviceAccountName": names.presync,
                     "restartPolicy": "Never",
                     "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
                     "securityContext": {
@@ -250,8 +278,8 @@ def _job(plan: Plan, settings: Settings) -> dict[str, Any]:
                             ],
                         }
                     ],
-                    "volumes": [{"name": "plan", "configMap": {"name": PLAN_CONFIGMAP}},
-                                *([{"name": "secrets", "secret": {"secretName": SECRETS_SECRET}}]
+                    "volumes": [{"name": "plan", "configMap": {"name": names.plan}},
+                                *([{"name": "secrets", "secret": {"secretName": names.plan_secrets}}]
                                   if plan.secrets else [])],
                 },
             },
@@ -263,26 +291,28 @@ def hook_resources(plan: Plan, settings: Settings) -> list[dict[str, Any]]:
     """The hook objects for ``plan.namespace``, in apply order: five, six when its
     clusters' pods read Secrets of the app, and a ClusterRole and its binding when they
     preflight."""
-    subject: dict[str, Any] = {"kind": "ServiceAccount", "name": NAME}
+    names = hook_names(plan.app)
+    subject: dict[str, Any] = {"kind": "ServiceAccount", "name": names.presync}
     if plan.namespace:  # else the RoleBinding's own (the release namespace)
         subject["namespace"] = plan.namespace
     return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(NAME, plan, -3, settings)},
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(names.presync, plan, -3, settings)},
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "Role",
-            "metadata": _meta(NAME, plan, -3, settings),
-            "rules": [*(dict(rule) for rule in RULES),
+            "metadata": _meta(names.presync, plan, -3, settings),
+            "rules": [*(dict(rule) for rule in RULES), *_cluster_rules(plan),
                       # only its own Job, only to write a failure's reason on it
                       {"apiGroups": ["batch"], "resources": ["jobs"], "resourceNames": [_job_name(plan, settings)],
                        "verbs": ["patch"]},
-                      *_config_rules(plan), *_jobs_rules(plan), *_preflight_rules(plan, preflight.NAMESPACED)],
+                      *_config_rules(plan), *_jobs_rules(plan), *_preflight_rules(plan, preflight.NAMESPACED),
+                      *_legacy_rules(names)],
         },
         {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "RoleBinding",
-            "metadata": _meta(NAME, plan, -2, settings),
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": NAME},
+            "metadata": _meta(names.presync, plan, -2, settings),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": names.presync},
             "subjects": [subject],
         },
         *_cluster_reads(plan, settings),

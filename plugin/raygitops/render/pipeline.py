@@ -120,7 +120,7 @@ def start_render(
     env = os.environ if env is None else env
     settings = resolve_settings(path, config, env, overrides or {})
     documents = read_documents(path, settings, env, list(cli_values or []), stdin, template_stdin)
-    return Render(documents, settings, default_namespace(settings, env), app=env.get("ARGOCD_APP_NAME"), keep=keep)
+    return Render(documents, settings, default_namespace(settings, env), keep=keep)
 
 
 def render_app(path: str, **options: Any) -> RenderResult:

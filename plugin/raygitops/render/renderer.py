@@ -371,9 +371,9 @@ class Render:
     located at the offending document."""
 
     def __init__(self, documents: Iterable[Document], settings: Settings, default_namespace: str | None,
-                 app: str | None = None, keep: bool = True) -> None:
+                 keep: bool = True) -> None:
         self.result = RenderResult(default_namespace=default_namespace, settings=settings)
-        self._documents, self._settings, self._app, self._keep = documents, settings, app, keep
+        self._documents, self._settings, self._keep = documents, settings, keep
         self._configs = ConfigIndex(documents, default_namespace)
         self._rules = HashRules(tuple(settings.hash_ignore)).for_kuberay(settings.kuberay_version)
         self._seen: dict[tuple[str, str, str, str], str] = {}
@@ -483,7 +483,7 @@ class Render:
                 namespace=ns,
                 clusters=clusters,
                 settings=hook,
-                app=self._app,
+                app=settings.app_name,
                 hash_ignore=tuple(settings.hash_ignore),
                 pod_rules=self._rules.pods,
                 config_maps={name: self._configs.payload(ns, configrefs.CONFIGMAP, name)
@@ -497,8 +497,6 @@ class Render:
                 yield hook_object
 
 
-def render_documents(
-    documents: Iterable[Document], settings: Settings, default_namespace: str | None, app: str | None = None
-) -> RenderResult:
+def render_documents(documents: Iterable[Document], settings: Settings, default_namespace: str | None) -> RenderResult:
     """Render parsed documents, every object kept in the result (:class:`Render`)."""
-    return Render(documents, settings, default_namespace, app).collect()
+    return Render(documents, settings, default_namespace).collect()

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping
 import yaml
 
 from raygitops import __version__
-from raygitops.model import convert, jobs, operators
+from raygitops.model import convert, hooknames, jobs, operators
 from raygitops.model.preflight import FAIL as PREFLIGHT_FAIL, parse_unknown
 from raygitops.errors import RaygitopsError, closest
 from raygitops.model.hashing import DEFAULT_IGNORED_KEYS
@@ -28,6 +28,7 @@ CONFIG_NAMES = ("raygitops.yaml", "raygitops.yml")
 # (`podman build -t raygitops:<version> .`): no registry holds a raygitops image for you.
 DEFAULT_IMAGE = f"raygitops:{__version__}"
 HOOK_IMAGE_ENV = "RAYGITOPS_HOOK_IMAGE"
+APP_NAME_ENV = "ARGOCD_APP_NAME"  # the Application the Argo CD plugin renders for
 
 
 def unserved_image(image: str) -> bool:
@@ -68,6 +69,9 @@ class Settings:
     # cannot make does (raygitops.model.preflight; carried per cluster in the plan)
     preflight: bool = True
     preflight_unknown: str = PREFLIGHT_FAIL
+    # The app the hook objects are for (raygitops.model.hooknames): Argo CD's ARGOCD_APP_NAME, or
+    # --app-name (a Helm release, a Flux Kustomization); None: the fixed names, one app per namespace.
+    app_name: str | None = None
     # Flux applies hooks as plain objects: a Job is immutable, so its name carries the plan hash.
     hook_name_suffix: bool = False
     # Helm's post-renderer: the hook objects are Helm hooks, and objects that name no namespace
@@ -102,6 +106,7 @@ CONVERTERS: dict[str, Callable[[Any], Any]] = {
     "running_jobs_wait_seconds": jobs.parse_wait_seconds,
     "preflight": convert.boolean,
     "preflight_unknown": parse_unknown,
+    "app_name": hooknames.app_name,
     "hook_name_suffix": convert.boolean,
     "helm": convert.boolean,
     "validate_schema": convert.boolean,
@@ -131,7 +136,7 @@ PARAMETERS = {"namespace": "namespace", "keep-upgrade-strategy": "keep_upgrade_s
 FLAGS = {"namespace": "--namespace", "hook_image": "--hook-image", "drain_grace_seconds": "--drain-grace",
          "timeout_seconds": "--timeout", "max_parallel": "--max-parallel", "wait_ready": "--wait-ready",
          "keep_upgrade_strategy": "--keep-upgrade-strategy", "kuberay_version": "--kuberay-version",
-         "hook_name_suffix": "--flux", "helm": "--helm", "running_jobs": "--running-jobs",
+         "app_name": "--app-name", "hook_name_suffix": "--flux", "helm": "--helm", "running_jobs": "--running-jobs",
          "running_jobs_wait_seconds": "--running-jobs-wait-seconds", "preflight": "--preflight",
          "preflight_unknown": "--preflight-unknown"}
 
@@ -291,9 +296,11 @@ def apply_parameters(settings: Settings, params: list[dict[str, Any]]) -> None:
 
 
 def apply_environment(settings: Settings, env: Mapping[str, str]) -> None:
-    """``RAYGITOPS_HOOK_IMAGE`` over the default hook image (a config file, parameter or flag wins)."""
-    if env.get(HOOK_IMAGE_ENV):
-        _set(settings, "hook_image", env[HOOK_IMAGE_ENV], lambda reason: RaygitopsError(f"{HOOK_IMAGE_ENV}: {reason}"))
+    """``RAYGITOPS_HOOK_IMAGE`` over the default hook image (a config file, parameter or flag
+    wins); Argo CD's ``ARGOCD_APP_NAME`` as the app (``--app-name`` wins)."""
+    for variable, attr in ((HOOK_IMAGE_ENV, "hook_image"), (APP_NAME_ENV, "app_name")):
+        if env.get(variable):
+            _set(settings, attr, env[variable], lambda reason, v=variable: RaygitopsError(f"{v}: {reason}"))
 
 
 def apply_overrides(settings: Settings, overrides: Mapping[str, Any]) -> None:
