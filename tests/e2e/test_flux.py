@@ -109,6 +109,8 @@ class FluxApp(DemoCluster):
                 c["resources"] = {"requests": {"cpu": "100m", "memory": "128Mi"}}
         if node_selector:
             cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] = node_selector
+            # a pool a node autoscaler may make: the preflight cannot tell, this cluster's policy goes on
+            cluster["metadata"].setdefault("annotations", {})["raygitops.dev/preflight-unknown"] = "proceed"
         (self.app / "raycluster.yaml").write_text(yaml.safe_dump(cluster))
 
     def commit(self, **kw: Any) -> str:

@@ -229,6 +229,8 @@ def test_a_recreate_that_cannot_get_ready_fails_the_hook(control_plane, namespac
     app.wait_pods(count=2)
     bad = raycluster(image=NEW, replicas=1)
     bad["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] = {"pool": "does-not-exist"}
+    # a pool a node autoscaler may make: the preflight cannot tell, and this cluster's policy goes on
+    bad["metadata"].setdefault("annotations", {})["raygitops.dev/preflight-unknown"] = "proceed"
     app.write(bad)
     _, _, plan = app.render()
     argv = app.presync_argv(plan, "--wait-ready")

@@ -392,6 +392,8 @@ def test_an_unschedulable_recreate_fails_every_run_until_fixed(app: App):
     _start(app)
     bad = raycluster(image=NEW)
     bad["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"] = {"pool": "does-not-exist"}
+    # a pool a node autoscaler may make: the preflight cannot tell, and this cluster's policy goes on
+    bad["metadata"].setdefault("annotations", {})["raygitops.dev/preflight-unknown"] = "proceed"
     app.write(bad)
     objs, _, plan = app.render()
     for attempt in (1, 2):
