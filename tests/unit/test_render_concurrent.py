@@ -65,7 +65,7 @@ def test_apps_rendered_at_once_in_processes_equal_each_rendered_alone(tmp_path: 
         for obj in yaml.safe_load_all(result.stdout):
             labels = obj["metadata"].get("labels") or {}
             if labels.get("app.kubernetes.io/component") == "presync-hook":
-                key = (obj["kind"], obj["metadata"]["namespace"], obj["metadata"]["name"])
+                key = (obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"])  # "": cluster-scoped
                 assert key not in hooks, (key, name, hooks.get(key))
                 hooks[key] = name
     assert len(hooks) == APPS * 5
