@@ -68,4 +68,4 @@ def test_apps_rendered_at_once_in_processes_equal_each_rendered_alone(tmp_path: 
                 key = (obj["kind"], obj["metadata"].get("namespace", ""), obj["metadata"]["name"])  # "": cluster-scoped
                 assert key not in hooks, (key, name, hooks.get(key))
                 hooks[key] = name
-    assert len(hooks) == APPS * 5
+    assert len(hooks) == APPS * 7  # SA, Role, RoleBinding, ClusterRole, ClusterRoleBinding, plan, Job
