@@ -187,7 +187,8 @@ def _render_with(commit: str, app_dir: Path, tmp: Path) -> list[dict[str, Any]]:
     config = yaml.safe_load((old_app / "raygitops.yaml").read_text())
     config.get("hook", {}).pop("runningJobs", None)
     (old_app / "raygitops.yaml").write_text(yaml.safe_dump(config))
-    out = subprocess.run([sys.executable, "-m", "raygitops", "render", str(old_app), "--output", "json"],
+    # that release's own spelling of the format flag (-o/--output came later)
+    out = subprocess.run([sys.executable, "-m", "raygitops", "render", str(old_app), "--format", "json"],
                          capture_output=True, text=True, check=True, env={"PYTHONPATH": str(src / "plugin"),
                                                                           "PATH": "/usr/bin:/bin"})
     doc = json.loads(out.stdout)
