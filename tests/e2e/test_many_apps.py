@@ -30,7 +30,8 @@ pytestmark = pytest.mark.e2e
 OLD, NEW = "rayproject/ray:2.41.0", "rayproject/ray:2.42.0"
 KINDS = {"ServiceAccount": "serviceaccount", "Role": "role.rbac.authorization.k8s.io",
          "RoleBinding": "rolebinding.rbac.authorization.k8s.io", "ConfigMap": "configmap", "Secret": "secret",
-         "Job": "job.batch"}
+         "Job": "job.batch", "ClusterRole": "clusterrole.rbac.authorization.k8s.io",
+         "ClusterRoleBinding": "clusterrolebinding.rbac.authorization.k8s.io"}  # the last two: the preflight's
 
 
 def tracked(obj: dict[str, Any], app: str, namespace: str) -> dict[str, Any]:
@@ -79,6 +80,7 @@ def test_upgrade_from_fixed_names_recreates_nothing_and_leaves_no_orphan(control
     # what Argo CD left of the syncs before the upgrade: the fixed-name hook objects, tracked
     # as the app's (the Job suspended: only its object matters here)
     _, hooks, _ = app.render()
+    hooks = [h for h in hooks if "Cluster" not in h["kind"]]  # the fixed-name releases had no ClusterRole
     assert {h["metadata"]["name"] for h in hooks} == {LEGACY.presync, LEGACY.plan}
     left = [tracked(h, "team-a", namespace) for h in hooks]
     next(h for h in left if h["kind"] == "Job")["spec"]["suspend"] = True
@@ -91,7 +93,7 @@ def test_upgrade_from_fixed_names_recreates_nothing_and_leaves_no_orphan(control
     app.write(raycluster())
     objs, hooks, plan = app.render()
     names = hook_names("team-a")
-    assert {h["metadata"]["name"] for h in hooks} == {names.presync, names.plan}
+    assert {h["metadata"]["name"] for h in hooks} == {names.presync, names.plan, f"{names.presync}-{namespace}"}
     started = time.monotonic()
     res = app.presync(plan, kubeconfig=hook_rbac(app, hooks))
     report = json.loads(res.stdout)
