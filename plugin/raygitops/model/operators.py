@@ -21,7 +21,7 @@ v1.3.2, v1.4.2, v1.5.0, v1.6.2; the run writes docs/kuberay-versions.md) and rea
   status change of another kind (``utils/consistency.go``, ``InconsistentRayClusterStatus``;
   1.1/1.2 inline in ``raycluster_controller.go``): state, reason, the worker counts (ready from
   1.5, available, desired, min, max), endpoints, head, conditions (1.3+). So it is proof that the
-  operator's cache holds a spec (:func:`observed`), never a prompt one: a template change alone
+  operator's cache holds a spec (:func:`unobserved`), never a prompt one: a template change alone
   changes no status, and the proof comes with the next change the pods bring (a removed group's
   counts at once, replacement pods when they become Ready, the suspend conditions from 1.3).
 
@@ -142,22 +142,17 @@ def upgrade_notes(base: str | None, head: str | None) -> list[str]:
     return notes
 
 
-def observed(live: dict[str, Any] | None, generation: int | None) -> bool:
-    """Whether the operator has reconciled the RayCluster from a spec at least as new as
-    ``generation`` (``status.observedGeneration``; its reconciles of one cluster never overlap
-    and its cache only moves forward, so every pod it creates from then on is made from that
-    spec or a newer one). None: nothing to wait for."""
-    if generation is None:
-        return True
-    seen = observed_generation(live)
-    return seen is not None and seen >= generation
-
-
-def observed_generation(live: dict[str, Any] | None) -> int | None:
-    """``status.observedGeneration``, where the operator wrote one."""
+def unobserved(live: dict[str, Any] | None, generation: int | None) -> str | None:
+    """Why the operator has not yet reconciled the RayCluster from a spec at least as new as
+    ``generation``, or None when it has (``status.observedGeneration``; its reconciles of one
+    cluster never overlap and its cache only moves forward, so every pod it creates from then
+    on is made from that spec or a newer one). ``generation`` None: nothing to wait for."""
     status = (live or {}).get("status")
     seen = status.get("observedGeneration") if isinstance(status, dict) else None
-    return seen if isinstance(seen, int) else None
+    if generation is None or (isinstance(seen, int) and seen >= generation):
+        return None
+    return (f"the operator has not yet observed generation {generation} "
+            f"(status.observedGeneration {seen if isinstance(seen, int) else 'unset'})")
 
 
 # What the hook says when the live RayCluster CRD dropped its spec.suspend write: an operator

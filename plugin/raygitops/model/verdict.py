@@ -453,14 +453,13 @@ def leftovers(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, 
 def end_state(plan: ClusterPlan, live: dict[str, Any], pod_list: list[dict[str, Any]], generation: int | None,
               ready: bool, cycled: frozenset[str] | None = None) -> tuple[bool, str]:
     """Whether what a recreate or a replacement reports holds, live: the operator has observed
-    the spec the hook wrote (``generation``: :func:`raygitops.model.operators.observed`), no
+    the spec the hook wrote (``generation``: :func:`raygitops.model.operators.unobserved`), no
     pod of a removed group or of an old template is left (:func:`leftovers`), and with
     ``ready`` the pods the spec asks for are Ready (:func:`ready_for`, :func:`cluster_ready`).
     The reason, in words, when it does not."""
-    if not operators.observed(live, generation):
-        seen = operators.observed_generation(live)
-        return False, (f"the operator has not yet observed generation {generation} "
-                       f"(status.observedGeneration {'unset' if seen is None else seen})")
+    waiting = operators.unobserved(live, generation)
+    if waiting:
+        return False, waiting
     left = leftovers(plan, live, pod_list, cycled)
     if left:
         return False, f"{len(left)} pods of a removed group or an old template left ({', '.join(left[:5])})"

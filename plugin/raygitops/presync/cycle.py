@@ -309,7 +309,7 @@ def replace_batch(c: Context, s: State) -> None:
         c.event(s, events.STARTED, f"raygitops replaces the pods of {what} (head kept): {s.decision.reason}")
         return
     batch = replace.next_batch(c.plan, s.live, c.pods(), lock.groups)
-    if batch.done and operators.observed(s.live, s.observe):
+    if batch.done and operators.unobserved(s.live, s.observe) is None:
         s.replaced = True  # read after the operator observed our spec: it makes no stale pod any more
         return
     if c.left() <= 0:
@@ -445,11 +445,9 @@ def _summary(c: Context, s: State) -> str:
 def _replace_progress(s: State, batch: replace.Batch) -> str:
     """Where a replacement stands: its groups, and whether the operator has observed the spec
     (no stale pod left is not done before it has: it may still refill from an older one)."""
-    if operators.observed(s.live, s.observe):
+    waiting = operators.unobserved(s.live, s.observe)
+    if waiting is None:
         return batch.describe()
-    seen = operators.observed_generation(s.live)
-    waiting = (f"the operator has not yet observed generation {s.observe} "
-               f"(status.observedGeneration {'unset' if seen is None else seen})")
     return f"no stale pod left; {waiting}" if batch.done else f"{batch.describe()}; {waiting}"
 
 
