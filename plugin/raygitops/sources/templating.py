@@ -8,7 +8,6 @@ Jinja2 is imported only when an app has templates.
 from __future__ import annotations
 
 import contextlib
-import gc
 import os
 import signal
 import threading
@@ -212,7 +211,7 @@ class TemplateRenderer:
     def _render(self, load: Any, display: str, filename: str) -> str:
         jinja2 = self._jinja2
         try:
-            with deadline(self._expires - time.monotonic()), memory_budget(TEMPLATE_MEMORY_BYTES), _no_gc():
+            with deadline(self._expires - time.monotonic()), memory_budget(TEMPLATE_MEMORY_BYTES):
                 template = load()
                 chunks: list[str] = []
                 size = 0
@@ -251,17 +250,3 @@ class TemplateRenderer:
             raise RaygitopsError(f"template error: {type(err).__name__}: {err}", display,
                                  _jinja_error_line(err, filename)) from None
 
-
-@contextlib.contextmanager
-def _no_gc() -> Iterator[None]:
-    """The cyclic garbage collector off while a template compiles and renders (bounded by the
-    deadline and the memory budget): a collection that starts at the recursion limit of a deeply
-    nested template runs finalizers that cannot run there, and CPython then prints "Exception
-    ignored in sys.unraisablehook" on stderr beside the one-line error (tests/flaky.md)."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
