@@ -407,17 +407,10 @@ def test_diff_says_which_groups_a_replacement_touches(tmp_path):
 
 
 def _replace_run(kube: FakeKube, plan, wait_ready: bool = True):
-    import io
-
     from raygitops.model.plan import Plan
-    from raygitops.presync.logs import Log
-    from raygitops.presync.run import RunOptions, run
+    from test_presync_cycle import _run
 
-    out = io.StringIO()
-    opts = RunOptions(timeout=60, drain_grace=5, max_parallel=1, wait_ready=wait_ready, lease_seconds=60,
-                      clock=kube.clock)
-    report = run(kube, [Plan(NS, [plan])], opts, Log("json", out))
-    return report, [json.loads(line) for line in out.getvalue().splitlines()]
+    return _run(kube, [Plan(NS, [plan])], wait_ready=wait_ready, max_parallel=1)
 
 
 def _groups_of(kube: FakeKube) -> dict[str, int]:
