@@ -9,8 +9,10 @@ module with the locked, the newest and the lowest versions of PyYAML, Jinja2 and
 
 from __future__ import annotations
 
+import gc
 import gzip
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,35 @@ TAB_INDENT = "a:\n\t- b\n"
 NOT_UTF8 = b"a: \xff\xfe\n"
 MALFORMED_YAML = {"deep-flow": DEEP_FLOW, "deep-block": DEEP_BLOCK, "deep-map-flow": DEEP_MAP_FLOW,
                   "syntax": BAD_SYNTAX, "tab": TAB_INDENT, "not-utf8": NOT_UTF8}
+
+
+class _Finalizer:
+    """Cyclic garbage whose finalizer needs a few frames and leaves its successor behind."""
+
+    def __init__(self) -> None:
+        self.cycle = self
+
+    def __del__(self) -> None:
+        _Finalizer()
+
+        def nested(depth: int) -> int:
+            return depth if depth == 0 else nested(depth - 1)
+        nested(20)
+
+
+@pytest.fixture(autouse=True)
+def collections_at_the_limit():
+    """A collection at every allocation, with garbage whose finalizer needs stack: a deep input
+    that reaches the recursion limit finds that collection there (CI's flake, tests/flaky.md).
+    The one-line contract holds only if no collection runs at the limit."""
+    threshold = gc.get_threshold()
+    _Finalizer()
+    gc.set_threshold(1)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.collect()
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> Path:
@@ -149,3 +180,35 @@ def test_plan_with_values_render_refuses_is_refused_by_the_hook(tmp_path: Path, 
     result = invoke(["presync", "--plan", str(tmp_path / "plan.json"), "--dry-run"])
     assert_contract(result, "plan.json")
     assert message in result.stderr, result.stderr
+
+
+def test_collections_resume_after_the_deepest_of_overlapping_parses() -> None:
+    """The pause is counted: overlapping parses (threads of the hook) leave collections on only
+    when the last one ends, and a caller that turned them off keeps them off."""
+    from raygitops.errors import no_collection_at_the_limit
+
+    inner_started, outer_may_end = threading.Event(), threading.Event()
+
+    def inner() -> None:
+        with no_collection_at_the_limit():
+            inner_started.set()
+            outer_may_end.wait(10)
+            assert not gc.isenabled()
+
+    assert gc.isenabled()
+    with no_collection_at_the_limit():
+        worker = threading.Thread(target=inner)
+        worker.start()
+        assert inner_started.wait(10)
+    assert not gc.isenabled(), "the other thread's parse still runs"
+    outer_may_end.set()
+    worker.join(10)
+    assert gc.isenabled()
+
+    gc.disable()
+    try:
+        with no_collection_at_the_limit():
+            pass
+        assert not gc.isenabled(), "off by the caller's choice stays off"
+    finally:
+        gc.enable()

@@ -9,7 +9,7 @@ import zlib
 from pathlib import Path
 from typing import Any, Callable, TypeVar
 
-from raygitops.errors import RaygitopsError
+from raygitops.errors import RaygitopsError, no_collection_at_the_limit
 from raygitops.model.plan import Plan, secrets_from_json
 
 T = TypeVar("T")
@@ -24,7 +24,9 @@ def _read_json(path: str, what: str, parse: Callable[[Any], T]) -> T:
                 raw = candidate.read_bytes()
                 if candidate.suffix == ".gz":
                     raw = gzip.decompress(raw)
-                return parse(json.loads(raw))
+                with no_collection_at_the_limit():
+                    document = json.loads(raw)
+                return parse(document)
             except json.JSONDecodeError as err:
                 raise RaygitopsError(f"{what} is not JSON: {err.msg}", str(candidate), err.lineno) from None
             except UnicodeDecodeError:

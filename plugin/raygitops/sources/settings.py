@@ -17,7 +17,7 @@ import yaml
 from raygitops import __version__
 from raygitops.model import convert, hooknames, jobs, operators
 from raygitops.model.preflight import FAIL as PREFLIGHT_FAIL, parse_unknown
-from raygitops.errors import RaygitopsError, closest
+from raygitops.errors import RaygitopsError, closest, no_collection_at_the_limit
 from raygitops.model.hashing import DEFAULT_IGNORED_KEYS
 from raygitops.model.plan import HookSettings
 from raygitops.sources.yamlio import decode, library_error
@@ -226,7 +226,8 @@ def argocd_parameters(env: Mapping[str, str]) -> list[dict[str, Any]]:
     if not raw or not raw.strip():
         return []
     try:
-        params = json.loads(raw)
+        with no_collection_at_the_limit():
+            params = json.loads(raw)
     except (json.JSONDecodeError, RecursionError) as err:
         msg = err.msg if isinstance(err, json.JSONDecodeError) else "nests too deeply"
         raise RaygitopsError(f"ARGOCD_APP_PARAMETERS is not JSON: {msg}") from None

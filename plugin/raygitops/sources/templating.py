@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from raygitops.errors import RaygitopsError
+from raygitops.errors import RaygitopsError, no_collection_at_the_limit
 
 MAX_OUTPUT_CHARS = 64 * 1024 * 1024
 MAX_TEMPLATE_BYTES = 32 * 1024 * 1024  # as sources.MAX_FILE_BYTES, for included templates
@@ -211,7 +211,8 @@ class TemplateRenderer:
     def _render(self, load: Any, display: str, filename: str) -> str:
         jinja2 = self._jinja2
         try:
-            with deadline(self._expires - time.monotonic()), memory_budget(TEMPLATE_MEMORY_BYTES):
+            with deadline(self._expires - time.monotonic()), memory_budget(TEMPLATE_MEMORY_BYTES), \
+                    no_collection_at_the_limit():
                 template = load()
                 chunks: list[str] = []
                 size = 0
