@@ -13,6 +13,11 @@ venv_cache=${RAYGITOPS_VENV_CACHE:-$HOME/.cache/raygitops-venvs}
 # resolved once, before tests/run.sh puts a venv first on PATH: one interpreter, one fingerprint
 python=${RAYGITOPS_PYTHON:-$(command -v python3)}
 pip_quiet=(--quiet --disable-pip-version-check --no-input)
+# Bytecode, pytest's rewritten test modules included, is kept under the cache, never in the
+# checkout: a machine-wide PYTHONDONTWRITEBYTECODE=1 made every run rewrite and compile 180
+# test modules again (about 10 s of CPU per pytest process).
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX=${PYTHONPYCACHEPREFIX:-$venv_cache/pycache}
 
 _fingerprint() {  # _fingerprint FILE...: hash of the files, the interpreter and this checkout
   # (the checkout's path: each venv holds an editable install of one checkout, so a second

@@ -3,10 +3,11 @@
 Every case must end in one clean error line (exit 1, empty stdout) or a correct render: no
 crash, no hang, bounded memory, no read outside the app directory (see hostile.py).
 
-Default run: the whole catalog in-process (every open audited), the dangerous part of it
-(deep nesting, huge files, template DoS) as real subprocesses with time and memory bounds,
-and a few hundred hypothesis examples per property.  ``RAYGITOPS_SLOW=1``: the whole
-catalog as subprocesses, and thousands of examples.
+Default run (tests/fast.sh): the catalog in-process (every open audited) but for its huge
+files and template DoS, and a few hundred hypothesis examples per property.
+``RAYGITOPS_SLOW=1`` (tests/run.sh, CI): the dangerous part of the catalog (deep nesting, huge
+files, template DoS) and then the whole of it as real subprocesses with time and memory bounds,
+and thousands of examples.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ SLOW = os.environ.get("RAYGITOPS_SLOW") == "1"
 EXAMPLES = 3000 if SLOW else 150
 CATALOG = hostile.catalog()
 BY_NAME = {c.name: c for c in CATALOG}
-# Dangerous enough to need a real process (stack, memory, time): run by default.
+# Dangerous enough to need a real process (stack, memory, time): in the whole suite first
+# (`test_render_subprocess`), then every other case (`test_render_subprocess_full`). A process
+# per case is the developer loop's largest cost, so both are `slow`: tests/run.sh runs them.
 SUBPROCESS_DEFAULT = [c for c in CATALOG if (c.big and "30MB-valid" not in c.name) or c.slow_template
                       or c.name.startswith(("deep-", "billion", "merge-key", "alias-chain", "config-deep",
                                             "symlink-loop", "include-self"))]
@@ -46,6 +49,7 @@ def test_render_inprocess(case: Case) -> None:
     _assert_clean(case, outcome, found)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", SUBPROCESS_DEFAULT, ids=lambda c: c.name)
 def test_render_subprocess(case: Case) -> None:
     outcome, found, _ = hostile.run_case(case, "subprocess")
@@ -66,6 +70,7 @@ def test_diff_inprocess(case: Case) -> None:
     _assert_clean(case, outcome, found)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["deep-flow-seq-100k-toplevel", "deep-block-seq-100k", "billion-laughs",
                                   "file-40MB", "jinja-dos-01", "jinja-dos-12"])
 def test_diff_subprocess(name: str) -> None:

@@ -140,8 +140,8 @@ def test_argocd_parameters(tmp_path: Path, raw: str) -> None:
     ("plan.json", b"\xff\xfe{}"),
     ("plan.json", b'{"apiVersion": 1}'),
     ("plan.json.gz", b"not gzip at all"),
-    ("plan.json.gz", gzip.compress(b"{")[:-4]),
-    ("plan.json.gz", gzip.compress(b"\xff")),
+    ("plan.json.gz", gzip.compress(b"{", mtime=0)[:-4]),
+    ("plan.json.gz", gzip.compress(b"\xff", mtime=0)),
 ])
 def test_plan_file(tmp_path: Path, name: str, content: bytes) -> None:
     (tmp_path / name).write_bytes(content)

@@ -216,7 +216,7 @@ def _write(root: Path, docs: list[dict]) -> None:
 
 def _applies(sample: Path, mutation: str) -> bool:
     """A mutation that needs what a sample lacks (e.g. a worker group) is not a case."""
-    docs = [d for d in yaml.safe_load_all(sample.read_text()) if d]
+    docs = [d for d in yaml.load_all(sample.read_text(), Loader=yaml.CSafeLoader) if d]
     cluster = next(d for d in docs if is_raycluster(d))
     return MUTATIONS[mutation][0](copy.deepcopy(cluster)) is not None
 
@@ -228,7 +228,7 @@ CASES = [(s, m) for s in SAMPLES for m in sorted(MUTATIONS) if _applies(s, m)]
 @pytest.mark.parametrize("opted_in", [True, False], ids=["opted-in", "not-opted-in"])
 @pytest.mark.parametrize("sample,mutation", CASES, ids=[f"{s.name}-{m}" for s, m in CASES])
 def test_mutation(sample: Path, mutation: str, opted_in: bool, tmp_path: Path) -> None:
-    docs = [d for d in yaml.safe_load_all(sample.read_text()) if d]
+    docs = [d for d in yaml.load_all(sample.read_text(), Loader=yaml.CSafeLoader) if d]
     index = next(i for i, d in enumerate(docs) if is_raycluster(d))
     base_docs = [_opt(d, opted_in) if i == index else d for i, d in enumerate(docs)]
     head_docs = copy.deepcopy(base_docs)
