@@ -3,8 +3,9 @@ in-process, process vs process), in the same run, interleaved so machine noise h
 alike; medians and spreads; a verdict per figure.
 
 Modes: ``--quick`` (small sizes, seconds; run by tests/run.sh) is a tripwire: a figure fails
-only above TRIPWIRE x its target, so a noisy machine does not fail CI but a 2x regression
-does. The full mode holds each figure to its target and, with ``--write-docs``, rewrites the
+only when its best sample is above TRIPWIRE x its target, so a noisy machine does not fail CI
+but a 2x regression does (a regression slows every sample; a busy machine, the ones it lands
+on: a CI run beside a second suite saw 2.59x and 4.14x for one figure). The full mode holds each figure to its target and, with ``--write-docs``, rewrites the
 benchmark's section of docs/performance.md.
 """
 
@@ -72,7 +73,7 @@ class Figure:
         return max(self.target, self.today or 0.0) * TRIPWIRE if quick else self.target
 
     def ok(self, quick: bool) -> bool:
-        return self.ratio <= self.limit(quick)
+        return (min(self.ratios) if quick else self.ratio) <= self.limit(quick)
 
     def line(self, quick: bool) -> str:
         lo, hi = self.spread
