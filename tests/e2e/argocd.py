@@ -1,9 +1,9 @@
 """A real Argo CD (v3.6, built by tests/e2e/build.sh) on the e2e control plane.
 
 Started the way the Argo CD manifests run it, minus Kubernetes running the pods: ``redis-server``
-(the Debian package) on a loopback port; the Application and AppProject CRDs from Argo CD's
-module; namespace ``argocd`` with ``argocd-cm`` and ``argocd-secret`` and the ``default``
-project; then the three processes of ``bin/argocd``:
+(the Debian package) on a loopback port; the Application, ApplicationSet and AppProject CRDs
+from Argo CD's module; namespace ``argocd`` with ``argocd-cm`` and ``argocd-secret`` and the
+``default`` project; then the four processes of ``bin/argocd``:
 
 - the raygitops sidecar, exactly as the README installs it: its overlay (the ``argocd/``
   Component over Argo CD's ``install.yaml`` of the tested version, the test's image under
@@ -18,7 +18,12 @@ project; then the three processes of ``bin/argocd``:
 - ``argocd-repo-server``, talking to the sidecar over that socket directory
   (``ARGOCD_PLUGINSOCKFILEPATH``, the ``plugins`` emptyDir in a cluster);
 - ``argocd-application-controller``, managing the control plane it runs on as the
-  in-cluster destination (``ARGOCD_FAKE_IN_CLUSTER`` + the admin kubeconfig).
+  in-cluster destination (``ARGOCD_FAKE_IN_CLUSTER`` + the admin kubeconfig);
+- ``argocd-applicationset-controller``, making the Applications of the ApplicationSets in
+  ``argocd`` (the same kubeconfig and namespace), with no metrics or health-probe port, its
+  webhook server's address a free loopback port (it starts none here: it needs
+  ``server.secretkey`` in ``argocd-secret``, and logs that it is missing), and the SCM and
+  pull-request generators off (they would call GitHub & co.).
 
 Logs are ``argocd-*.log`` and ``redis.log`` beside the control plane's. Git repositories are
 local (``file://``): :class:`GitRepo` writes and commits the app a test syncs.
@@ -79,7 +84,8 @@ class GitRepo:
 
 
 class ArgoCD:
-    """Argo CD's redis, cmp-server, repo-server and application-controller on ``plane``."""
+    """Argo CD's redis, cmp-server, repo-server, application-controller and
+    applicationset-controller on ``plane``."""
 
     NAMESPACE = "argocd"
 
@@ -142,10 +148,10 @@ class ArgoCD:
     def _install(self) -> None:
         plane = self.plane
         self.installed = self.readme_install()
-        crds = [str(self.share / f"{kind}-crd.yaml") for kind in ("application", "appproject")]
-        plane.kubectl("create", "-f", crds[0], "-f", crds[1])
-        plane.wait_for(lambda: plane.kubectl("get", "applications.argoproj.io", "-A", check=False).returncode == 0,
-                       timeout=60, message="Argo CD CRDs served")
+        kinds = ("application", "applicationset", "appproject")
+        plane.kubectl("create", *(f for kind in kinds for f in ("-f", str(self.share / f"{kind}-crd.yaml"))))
+        plane.wait_for(lambda: all(plane.kubectl("get", f"{kind}s.argoproj.io", "-A", check=False).returncode == 0
+                                   for kind in kinds), timeout=60, message="Argo CD CRDs served")
         plane.create_namespace(self.NAMESPACE)
         part_of = {"app.kubernetes.io/part-of": "argocd"}
         argocd_cm = self._installed("ConfigMap", "argocd-cm")
@@ -237,6 +243,14 @@ class ArgoCD:
             "--loglevel=info",
         ], dict(base, PATH=path))
 
+        self._run("argocd-applicationset-controller", [
+            argocd, "argocd-applicationset-controller", f"--namespace={self.NAMESPACE}",
+            f"--argocd-repo-server=127.0.0.1:{self.repo_port}", "--repo-server-plaintext",
+            "--metrics-addr=0", "--probe-addr=0",  # "0": no listener (controller-runtime)
+            f"--webhook-addr=127.0.0.1:{free_port()}",  # default :7000 on every interface
+            "--enable-scm-providers=false", "--loglevel=info",
+        ], dict(base, PATH=path))
+
     def sidecar_usage(self) -> tuple[int, float]:
         """The sidecar container's memory in bytes now and the CPU seconds it used so far (podman stats)."""
         out = imagerun.podman("stats", "--no-stream", "--no-reset", "--format", "json", self.sidecar_name,
@@ -256,6 +270,14 @@ class ArgoCD:
     def apply_application(self, app: dict[str, Any]) -> None:
         app.setdefault("metadata", {})["namespace"] = self.NAMESPACE
         self.plane.apply(app)
+
+    def apply_applicationset(self, appset: dict[str, Any]) -> dict[str, Any]:
+        """Apply an ApplicationSet (the applicationset-controller makes its Applications); the live one."""
+        appset.setdefault("metadata", {})["namespace"] = self.NAMESPACE
+        self.plane.apply(appset)
+        live = self.plane.get("applicationsets.argoproj.io", appset["metadata"]["name"], self.NAMESPACE)
+        assert live is not None, appset["metadata"]["name"]
+        return live
 
     def refresh(self, name: str, hard: bool = False) -> None:
         """What the UI's Refresh does: Argo CD compares with Git again (a new commit is seen)."""

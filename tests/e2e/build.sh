@@ -2,7 +2,7 @@
 # Build the e2e control plane from the Go module proxy (no Docker, no release downloads):
 #   etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, ray-operator, kwok,
 #   the next and the older ray-operators (bin/ray-operator-<version>: KUBERAY_NEXT_VERSION,
-#   KUBERAY_OLDER_VERSIONS), Argo CD (bin/argocd),
+#   KUBERAY_OLDER_VERSIONS), Argo CD (bin/argocd: four of its commands in one binary),
 #   Flux's kustomize-controller (bin/kustomize-controller), Helm 4 (bin/helm), kustomize (bin/kustomize),
 #   actionlint (bin/actionlint: the release workflow's linter),
 #   and redis-server from the Debian package (Argo CD's cache; installed when root and missing)
@@ -157,8 +157,14 @@ copy_kwok_stages() {
 
 # --- Argo CD: its go.mod replaces many modules and it needs a newer Go than the machine's, so
 # it builds from the module pinned in tests/e2e/argocd/ (go.sum holds every hash) with
-# GOTOOLCHAIN fetching the toolchain from the proxy. One small main dispatches to the three
-# commands' cobra constructors: application-controller, repo-server, cmp-server.
+# GOTOOLCHAIN fetching the toolchain from the proxy. One small main dispatches to the four
+# commands' cobra constructors: application-controller, applicationset-controller, repo-server,
+# cmp-server. Its stamp holds a digest of that directory's go.mod, go.sum and main.go, so a
+# change to any of them (a command added) builds it anew.
+argocd_key() {
+  echo "$ARGOCD_VERSION-$ARGOCD_GO_TOOLCHAIN-$(cat "$here/argocd/go.mod" "$here/argocd/go.sum" "$here/argocd/main.go" |
+    sha256sum | cut -c1-12)"
+}
 build_argocd() {
   grep -q "github.com/argoproj/argo-cd/v3 $ARGOCD_VERSION\$" "$here/argocd/go.mod" ||
     { echo "tests/e2e/argocd/go.mod does not require argo-cd $ARGOCD_VERSION (versions.env)"; return 1; }
@@ -224,7 +230,7 @@ other_lane() {
   step kwok "$KWOK_VERSION" build_kwok
   step kwok-stages "$KWOK_VERSION" copy_kwok_stages "$share/kwok-stages"
   ray_operator_at "$KUBERAY_NEXT_VERSION"
-  step argocd "$ARGOCD_VERSION-$ARGOCD_GO_TOOLCHAIN" build_argocd
+  step argocd "$(argocd_key)" build_argocd
   step argocd-share "$ARGOCD_VERSION" copy_argocd_share "$share/argocd"
   step "kuberay-$KUBERAY_UNSUPPORTED_VERSION" "$KUBERAY_UNSUPPORTED_VERSION" download_kuberay_unsupported \
     "$(go env GOMODCACHE)/github.com/ray-project/kuberay/ray-operator@$KUBERAY_UNSUPPORTED_VERSION"

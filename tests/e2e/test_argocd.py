@@ -686,16 +686,14 @@ def test_running_ray_jobs_through_argocd(deployed: Deployed, ray_head: rayhead.R
 
 # ----------------------------------------------------------------------------- many Applications (issue 49)
 # An ApplicationSet (list generator) makes six Applications of the raygitops plugin, two of
-# them in one namespace, each with an opted-in RayCluster (the e2e's Argo CD binary carries no
-# applicationset-controller, tests/e2e/argocd/main.go: :func:`list_generator` expands the
-# ApplicationSet the way the controller's list generator does, and the Applications it makes
-# are applied; everything after that is the real Argo CD); one commit changes the image in
-# all of them and all six sync at once. Asserted on Argo CD's own status and on the cluster:
-# every app Synced + Healthy; every cluster recreated exactly once (one RecreateStarted, no
-# old pod left); each app's sync result lists only its own hook objects, named for it; one
-# app of the shared namespace syncing again makes its own hook objects anew and leaves the
-# other's as they were. Measured: the time to all Healthy against one app alone, and the
-# repo-server sidecar's peak memory and CPU while the six render.
+# them in one namespace, each with an opted-in RayCluster: the real applicationset-controller
+# makes them (each owned by the ApplicationSet, as its controller); one commit changes the
+# image in all of them and all six sync at once. Asserted on Argo CD's own status and on the
+# cluster: every app Synced + Healthy; every cluster recreated exactly once (one
+# RecreateStarted, no old pod left); each app's sync result lists only its own hook objects,
+# named for it; one app of the shared namespace syncing again makes its own hook objects anew
+# and leaves the other's as they were. Measured: the time to all Healthy against one app
+# alone, and the repo-server sidecar's peak memory and CPU while the six render.
 
 APPS = 6
 APPSET_IMAGES = ("rayproject/ray:2.41.0", "rayproject/ray:2.42.0", "rayproject/ray:2.43.0")
@@ -749,9 +747,10 @@ class SidecarSampler:
 
 
 def appset(name: str, repo: GitRepo, teams: list[Team]) -> dict[str, Any]:
-    """The ApplicationSet: the shipped Application as its template, one element per team."""
-    template = application("{{.name}}", repo, "{{.namespace}}", path="{{.path}}")
-    template["metadata"] = {"name": "{{.name}}"}
+    """The ApplicationSet: the shipped Application as its template (its metadata and spec: the
+    CRD's schema has no apiVersion or kind there), one element per team."""
+    app = application("{{.name}}", repo, "{{.namespace}}", path="{{.path}}")
+    template = {"metadata": {"name": "{{.name}}"}, "spec": app["spec"]}
     return {"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
             "metadata": {"name": name, "namespace": ArgoCD.NAMESPACE},
             "spec": {"goTemplate": True, "goTemplateOptions": ["missingkey=error"],
@@ -760,20 +759,27 @@ def appset(name: str, repo: GitRepo, teams: list[Team]) -> dict[str, Any]:
                      "template": template}}
 
 
-def list_generator(appset: dict[str, Any]) -> list[dict[str, Any]]:
-    """The Applications an ApplicationSet of one list generator with ``goTemplate`` makes: its
-    template with every ``{{.key}}`` replaced by each element's value."""
-    (generator,) = appset["spec"]["generators"]
-    text = json.dumps(appset["spec"]["template"])
-    apps = []
-    for element in generator["list"]["elements"]:
-        made = text
-        for key, value in element.items():
-            made = made.replace("{{." + key + "}}", value)
-        assert "{{" not in made, made  # missingkey=error
-        app = json.loads(made)
-        apps.append({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application", **app})
-    return apps
+def made_by(argocd: ArgoCD, live_appset: dict[str, Any], teams: list[Team]) -> None:
+    """The applicationset-controller made one Application per element, and no other: each owned
+    by the ApplicationSet (its controller), with the element's path and namespace."""
+    name, uid = live_appset["metadata"]["name"], live_appset["metadata"]["uid"]
+
+    def owned() -> dict[str, dict] | None:
+        argocd.check_alive()
+        items = argocd.plane.kubectl_json("get", "applications.argoproj.io", "-n", ArgoCD.NAMESPACE)["items"]
+        found = {a["metadata"]["name"]: a for a in items
+                 if any(o["uid"] == uid for o in a["metadata"].get("ownerReferences", []))}
+        return found if len(found) >= len(teams) else None
+
+    apps = argocd.plane.wait_for(owned, timeout=120, message=f"the Applications of ApplicationSet {name}")
+    assert sorted(apps) == sorted(t.name for t in teams), sorted(apps)
+    for t in teams:
+        meta, spec = apps[t.name]["metadata"], apps[t.name]["spec"]
+        assert meta["ownerReferences"] == [{"apiVersion": "argoproj.io/v1alpha1", "kind": "ApplicationSet",
+                                            "name": name, "uid": uid, "controller": True,
+                                            "blockOwnerDeletion": True}], meta["ownerReferences"]
+        assert (spec["source"]["path"], spec["destination"]["namespace"]) == (t.path, t.namespace), (t.name, spec)
+        assert "parameters" not in spec["source"]["plugin"], spec["source"]  # ARGOCD_APP_PARAMETERS=null, as before
 
 
 def wait_all(argocd: ArgoCD, teams: list[Team], predicate, message: str, timeout: float = 600) -> dict[str, dict]:
@@ -812,8 +818,7 @@ def test_an_applicationset_of_six_apps_two_in_one_namespace_syncs_an_image_chang
     teams = [Team(prefix, i, ns) for i, ns in enumerate([shared, shared, *own])]
     repo = GitRepo(tmp_path / "repo")
     first = repo.commit({k: v for t in teams for k, v in t.files(APPSET_IMAGES[0]).items()}, "six apps")
-    for app in list_generator(appset(prefix, repo, teams)):
-        argocd.apply_application(app)
+    made_by(argocd, argocd.apply_applicationset(appset(prefix, repo, teams)), teams)
     sync_all(argocd, teams, first)
 
     def pods(t: Team) -> list[dict[str, Any]]:

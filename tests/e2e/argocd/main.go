@@ -9,15 +9,17 @@ import (
 	"k8s.io/klog/v2"
 
 	appcontroller "github.com/argoproj/argo-cd/v3/cmd/argocd-application-controller/commands"
+	appsetcontroller "github.com/argoproj/argo-cd/v3/cmd/argocd-applicationset-controller/commands"
 	cmpserver "github.com/argoproj/argo-cd/v3/cmd/argocd-cmp-server/commands"
 	reposerver "github.com/argoproj/argo-cd/v3/cmd/argocd-repo-server/commands"
 	"github.com/argoproj/argo-cd/v3/util/log"
 )
 
 var commands = map[string]func() *cobra.Command{
-	"argocd-application-controller": appcontroller.NewCommand,
-	"argocd-repo-server":            reposerver.NewCommand,
-	"argocd-cmp-server":             cmpserver.NewCommand,
+	"argocd-application-controller":    appcontroller.NewCommand,
+	"argocd-applicationset-controller": appsetcontroller.NewCommand,
+	"argocd-repo-server":               reposerver.NewCommand,
+	"argocd-cmp-server":                cmpserver.NewCommand,
 }
 
 func main() {
@@ -28,7 +30,7 @@ func main() {
 	}
 	newCommand, ok := commands[name]
 	if !ok {
-		fmt.Fprintln(os.Stderr, "usage: argocd argocd-application-controller|argocd-repo-server|argocd-cmp-server [flags]")
+		fmt.Fprintln(os.Stderr, "usage: argocd argocd-application-controller|argocd-applicationset-controller|argocd-repo-server|argocd-cmp-server [flags]")
 		os.Exit(2)
 	}
 	command := newCommand()
