@@ -5,8 +5,9 @@ alike; medians and spreads; a verdict per figure.
 Modes: ``--quick`` (small sizes, seconds; run by tests/run.sh) is a tripwire: a figure fails
 only when its best sample is above TRIPWIRE x its target, so a noisy machine does not fail CI
 but a 2x regression does (a regression slows every sample; a busy machine, the ones it lands
-on: a CI run beside a second suite saw 2.59x and 4.14x for one figure). The full mode holds each figure to its target and, with ``--write-docs``, rewrites the
-benchmark's section of docs/performance.md.
+on: a CI run beside a second suite saw 2.59x and 4.14x for one figure). The full mode holds
+each figure to its median's target and, with ``--write-docs``, rewrites the benchmark's
+section of docs/performance.md.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from typing import Any
 import controlplane
 import yaml
 import pytest
+from raygitops.model import operators
 from test_presync_guarantees import PodWatch
 from test_presync_hook import HASH, LOCK, App, _spawn, _token_kubeconfig, _wait_paused, desired_hashes, rendered
 from test_removed_groups import groups, two_groups, without_big
@@ -232,9 +233,8 @@ def test_a_pod_that_only_carries_the_label_is_never_deleted(app: HookApp):
     app.write(without_big(replace_groups()))
     objs, _, plan = app.render()
     app.apply(objs)
-    app.plane.wait_for(lambda: (lambda c: c.get("status", {}).get("observedGeneration", 0)
-                                >= c["metadata"]["generation"])(app.cluster()),
-                       timeout=60, message="the operator observed the spec without big")
+    app.plane.wait_for(lambda: (lambda live: operators.unobserved(live, live["metadata"]["generation"]) is None)(
+        app.cluster()), timeout=60, message="the operator observed the spec without big")
     stray = {"apiVersion": "v1", "kind": "Pod",
              "metadata": {"name": "stray", "labels": {"ray.io/cluster": "demo", "ray.io/group": "big",
                                                       "ray.io/node-type": "worker"}},

@@ -23,12 +23,17 @@ from raygitops.model.names import STRATEGY_ANNOTATION
 from sharedpaths import CORPUS, CORPUS_KUBERAY
 
 
+def _documents(path: Path) -> list[dict]:
+    """A sample's documents (libyaml: the corpus is read for 600 cases at collection)."""
+    return [d for d in yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader) if d]
+
+
 def samples() -> list[Path]:
     if not CORPUS.is_dir():
         return []
     out = []
     for path in sorted(CORPUS.glob("*.yaml")):
-        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        docs = _documents(path)
         if any(is_raycluster(d) for d in docs):
             out.append(path)
     return out
@@ -216,7 +221,7 @@ def _write(root: Path, docs: list[dict]) -> None:
 
 def _applies(sample: Path, mutation: str) -> bool:
     """A mutation that needs what a sample lacks (e.g. a worker group) is not a case."""
-    docs = [d for d in yaml.load_all(sample.read_text(), Loader=yaml.CSafeLoader) if d]
+    docs = _documents(sample)
     cluster = next(d for d in docs if is_raycluster(d))
     return MUTATIONS[mutation][0](copy.deepcopy(cluster)) is not None
 
@@ -228,7 +233,7 @@ CASES = [(s, m) for s in SAMPLES for m in sorted(MUTATIONS) if _applies(s, m)]
 @pytest.mark.parametrize("opted_in", [True, False], ids=["opted-in", "not-opted-in"])
 @pytest.mark.parametrize("sample,mutation", CASES, ids=[f"{s.name}-{m}" for s, m in CASES])
 def test_mutation(sample: Path, mutation: str, opted_in: bool, tmp_path: Path) -> None:
-    docs = [d for d in yaml.load_all(sample.read_text(), Loader=yaml.CSafeLoader) if d]
+    docs = _documents(sample)
     index = next(i for i, d in enumerate(docs) if is_raycluster(d))
     base_docs = [_opt(d, opted_in) if i == index else d for i, d in enumerate(docs)]
     head_docs = copy.deepcopy(base_docs)

@@ -250,4 +250,3 @@ class TemplateRenderer:
                 AttributeError, OverflowError, MemoryError) as err:
             raise RaygitopsError(f"template error: {type(err).__name__}: {err}", display,
                                  _jinja_error_line(err, filename)) from None
-
